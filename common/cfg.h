@@ -1,0 +1,81 @@
+/*
+ * cfg - table-driven validation of a libconfig file.
+ *
+ * A program describes its settings as a tree of tables (struct cfg_setting). cfg_load()
+ * parses the file, rejects every setting the tables do not name, checks types and bounds,
+ * applies defaults, checks that named files are readable, and stores the values at their
+ * offsets in a caller's struct. All errors are collected, each naming the file, the line and
+ * the setting, so one run of `-n` shows every mistake.
+ */
+#ifndef PAYCB_CFG_H
+#define PAYCB_CFG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CFG_EX_CONFIG 78 /* sysexits(3) EX_CONFIG */
+#define CFG_LIST_MAX  16
+
+enum cfg_type {
+	CFG_INT,        /* long long */
+	CFG_BOOL,       /* int */
+	CFG_STR,        /* char * (owned) */
+	CFG_INT_LIST,   /* struct cfg_ints */
+	CFG_STR_LIST,   /* struct cfg_strs */
+	CFG_GROUP,      /* nested table at off; present flag at count_off */
+	CFG_GROUP_LIST, /* array of elem_size structs: pointer at off, int count at count_off */
+};
+
+/* Flags. */
+#define CFGF_FILE     0x1 /* a path (or list of paths) that must be a readable file */
+#define CFGF_REQUIRED 0x2 /* a group that must be present */
+#define CFGF_NONEMPTY 0x4 /* a string or list that must not be empty */
+
+struct cfg_ints {
+	int n;
+	long long v[CFG_LIST_MAX];
+};
+
+struct cfg_strs {
+	int n;
+	char *v[CFG_LIST_MAX];
+};
+
+struct cfg_setting {
+	const char *name;
+	enum cfg_type type;
+	const char *def; /* default as text; NULL = no default (required for scalars) */
+	long long min, max;
+	size_t off;
+	unsigned flags;
+	unsigned procs; /* CFGF_FILE checks apply only to these programs (bit mask); 0 = all */
+	const struct cfg_setting *sub; /* CFG_GROUP, CFG_GROUP_LIST: the element table */
+	size_t elem_size;              /* CFG_GROUP_LIST */
+	size_t count_off;              /* CFG_GROUP: int present; CFG_GROUP_LIST: int count */
+	const char *doc;
+};
+
+struct cfg_errors {
+	int n;
+	char text[4096];
+};
+
+/*
+ * Loads file into out (a zeroed struct described by tab) for the program mask proc.
+ * Returns the number of errors (0 = valid); the messages are in errs.
+ */
+int cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned proc,
+	     struct cfg_errors *errs);
+/* Frees the strings and arrays cfg_load allocated in out. */
+void cfg_free(const struct cfg_setting *tab, void *out);
+
+/* Reads a secret file into a NUL-terminated buffer, dropping one trailing newline. */
+int cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t errlen);
+
+/*
+ * Writes the documentation table (Markdown) of tab to fp, one row per setting, so
+ * docs/config.md can be checked against the code.
+ */
+void cfg_doc(const struct cfg_setting *tab, const char *prefix, FILE *fp);
+
+#endif

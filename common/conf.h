@@ -1,0 +1,123 @@
+/*
+ * conf - paycb's one configuration file: the struct every program reads and the table
+ * that validates it. One file serves all processes; each section belongs to one program, and
+ * file checks (secrets, keys) apply to the programs that use them.
+ */
+#ifndef PAYCB_CONF_H
+#define PAYCB_CONF_H
+
+#include "cfg.h"
+
+/* Program masks for cfg_load(). */
+#define PROC_INGEST    0x01
+#define PROC_PROCESSOR 0x02
+#define PROC_RETRIER   0x04
+#define PROC_TOOL      0x08
+#define PROC_SIM       0x10
+
+struct conf_db {
+	char *host;
+	long long port;
+	char *user;
+	char *password_file;
+	char *name;
+	long long connect_timeout_s, read_timeout_s, write_timeout_s, lock_wait_timeout_s;
+	char *ssl_ca, *ssl_cert, *ssl_key;
+	int ssl_verify_server_cert;
+};
+
+struct conf_kafka {
+	char *brokers;
+	char *topic_prefix;
+	long long partitions;
+	char *security_protocol;
+	char *sasl_mechanism, *sasl_username, *sasl_password_file, *ssl_ca_file;
+	char *group_id;
+	long long delivery_timeout_ms;
+};
+
+struct conf_retry {
+	struct cfg_ints ladder_s;
+	long long initial_lease_s;
+	long long lease_margin_s;
+};
+
+struct conf_ingest {
+	char *listen_addr;
+	long long listen_port;
+	char *admin_addr;
+	long long admin_port;
+	long long max_body_bytes;
+	long long max_inflight, max_unverified;
+	long long connection_timeout_s;
+	long long publish_budget_ms;
+	long long timestamp_tolerance_s;
+	long long threads;
+};
+
+struct conf_processor {
+	long long threads;
+	char *admin_addr;
+	long long admin_port;
+	long long db_outage_max_s;
+};
+
+struct conf_retrier {
+	long long sweep_interval_s, batch;
+	char *admin_addr;
+	long long admin_port;
+	long long outbox_after_s;
+	long long purge_after_s, purge_batch;
+	long long stuck_after_s;
+};
+
+struct conf_wx_key {
+	char *serial; /* optional for certificates (taken from the cert), required for keys */
+	char *file;
+};
+
+struct conf_merchant {
+	char *id;
+	int has_wxpay, has_alipay, has_stripe;
+	struct {
+		char *mchid;
+		char *apiv3_key_file;
+		struct conf_wx_key *keys;
+		int nkeys;
+	} wxpay;
+	struct {
+		char *app_id;
+		struct cfg_strs public_key_files;
+	} alipay;
+	struct {
+		struct cfg_strs secret_files;
+		char *order_metadata_key;
+	} stripe;
+};
+
+struct conf {
+	char *log_level;
+	struct conf_db db;
+	struct conf_kafka kafka;
+	struct conf_retry retry;
+	struct conf_ingest ingest;
+	struct conf_processor processor;
+	struct conf_retrier retrier;
+	struct conf_merchant *merchants;
+	int nmerchants;
+};
+
+extern const struct cfg_setting conf_table[];
+
+/*
+ * Loads and validates file for program proc, including the cross-setting checks. On error
+ * returns the number of errors with the messages in errs.
+ */
+int conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs);
+void conf_free(struct conf *c);
+const struct conf_merchant *conf_merchant(const struct conf *c, const char *id);
+
+/* Topic name for a suffix under the configured prefix ("callbacks" -> "paycb.callbacks"). */
+void conf_topic(const struct conf *c, const char *suffix, char *buf, size_t len);
+
+#endif

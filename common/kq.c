@@ -1,0 +1,469 @@
+/*
+ * kq - Kafka producer, consumer and admin helpers (see kq.h).
+ *
+ * The producer is shared by all threads of a process. A poller thread serves delivery
+ * reports; a caller that waits for its message blocks on a per-message completion, which is
+ * reference-counted because the waiter may give up at its deadline before the report comes.
+ */
+#include "kq.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+struct kq_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+	int refs;
+	rd_kafka_resp_err_t err;
+};
+
+struct kq_producer {
+	rd_kafka_t *rk;
+	pthread_t poller;
+	atomic_int stop;
+	atomic_int fatal;
+	atomic_ullong delivered, failed;
+};
+
+static int
+kq_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen)
+{
+	char e[256];
+
+	if (rd_kafka_conf_set(conf, k, v, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
+		snprintf(err, errlen, "kafka setting %s: %s", k, e);
+		return -1;
+	}
+	return 0;
+}
+
+int
+kq_conf_common(rd_kafka_conf_t *conf, const struct conf_kafka *cf, char *err, size_t errlen)
+{
+	char *pw = NULL;
+	size_t len;
+	int rc = -1;
+
+	if (kq_set(conf, "bootstrap.servers", cf->brokers, err, errlen) ||
+	    kq_set(conf, "security.protocol", cf->security_protocol, err, errlen) ||
+	    kq_set(conf, "client.id", "paycb", err, errlen))
+		goto done;
+	if (cf->ssl_ca_file[0] && kq_set(conf, "ssl.ca.location", cf->ssl_ca_file, err, errlen))
+		goto done;
+	if (cf->sasl_mechanism[0]) {
+		if (kq_set(conf, "sasl.mechanisms", cf->sasl_mechanism, err, errlen) ||
+		    kq_set(conf, "sasl.username", cf->sasl_username, err, errlen))
+			goto done;
+		if (cf->sasl_password_file[0]) {
+			if (cfg_read_secret(cf->sasl_password_file, &pw, &len, err, errlen) != 0)
+				goto done;
+			if (kq_set(conf, "sasl.password", pw, err, errlen))
+				goto done;
+		}
+	}
+	rc = 0;
+done:
+	if (pw) {
+		memset(pw, 0, strlen(pw));
+		free(pw);
+	}
+	return rc;
+}
+
+static void
+kq_wait_unref(struct kq_wait *w)
+{
+	int last;
+
+	pthread_mutex_lock(&w->mu);
+	last = --w->refs == 0;
+	pthread_mutex_unlock(&w->mu);
+	if (last) {
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		free(w);
+	}
+}
+
+static void
+kq_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	struct kq_producer *p = opaque;
+	struct kq_wait *w = m->_private;
+
+	(void)rk;
+	if (m->err) {
+		atomic_fetch_add(&p->failed, 1);
+		log_warn(NULL, "event=kafka_delivery_failed topic=%s error=\"%s\"",
+			 rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+	} else {
+		atomic_fetch_add(&p->delivered, 1);
+	}
+	if (w) {
+		pthread_mutex_lock(&w->mu);
+		w->done = 1;
+		w->err = m->err;
+		pthread_cond_signal(&w->cv);
+		pthread_mutex_unlock(&w->mu);
+		kq_wait_unref(w);
+	}
+}
+
+static void
+kq_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	struct kq_producer *p = opaque;
+	char fatal[256];
+
+	/* Most errors are informational: librdkafka recovers by itself. Fatal ones are not. */
+	if (err == RD_KAFKA_RESP_ERR__FATAL) {
+		rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+		atomic_store(&p->fatal, 1);
+		log_error(NULL, "event=kafka_fatal error=\"%s\"", fatal);
+		return;
+	}
+	log_warn(NULL, "event=kafka_error error=\"%s\"", reason);
+}
+
+static void *
+kq_poll_main(void *arg)
+{
+	struct kq_producer *p = arg;
+
+	while (!atomic_load(&p->stop))
+		rd_kafka_poll(p->rk, 50);
+	return NULL;
+}
+
+int
+kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err, size_t errlen)
+{
+	struct kq_producer *p = NULL;
+	rd_kafka_conf_t *conf = NULL;
+	char tmo[32], e[256];
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	conf = rd_kafka_conf_new();
+	snprintf(tmo, sizeof(tmo), "%lld", cf->delivery_timeout_ms);
+	/* Idempotence implies acks=all and bounded in-flight requests: no duplicates, no
+	 * reordering within a partition, even across broker retries. */
+	if (kq_conf_common(conf, cf, err, errlen) ||
+	    kq_set(conf, "enable.idempotence", "true", err, errlen) ||
+	    kq_set(conf, "acks", "all", err, errlen) ||
+	    kq_set(conf, "message.timeout.ms", tmo, err, errlen) ||
+	    kq_set(conf, "linger.ms", "1", err, errlen) ||
+	    kq_set(conf, "partitioner", "murmur2_random", err, errlen))
+		goto fail;
+	rd_kafka_conf_set_opaque(conf, p);
+	rd_kafka_conf_set_dr_msg_cb(conf, kq_on_delivery);
+	rd_kafka_conf_set_error_cb(conf, kq_on_error);
+	if ((p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e))) == NULL) {
+		snprintf(err, errlen, "kafka producer: %s", e);
+		goto fail;
+	}
+	conf = NULL; /* rd_kafka_new() took ownership. */
+	if (pthread_create(&p->poller, NULL, kq_poll_main, p) != 0) {
+		snprintf(err, errlen, "cannot start the kafka poller thread");
+		rd_kafka_destroy(p->rk);
+		goto fail;
+	}
+	*out = p;
+	return 0;
+fail:
+	if (conf)
+		rd_kafka_conf_destroy(conf);
+	free(p);
+	return -1;
+}
+
+static int
+kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
+	size_t vlen, struct kq_wait *w, char *err, size_t errlen)
+{
+	rd_kafka_resp_err_t e;
+
+	for (int tries = 0;; tries++) {
+		e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic),
+				      RD_KAFKA_V_KEY((void *)key, klen),
+				      RD_KAFKA_V_VALUE((void *)val, vlen),
+				      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(w),
+				      RD_KAFKA_V_END);
+		/* A full queue drains as the poller serves reports; wait a little, bounded. */
+		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && tries < 50) {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		break;
+	}
+	if (e) {
+		snprintf(err, errlen, "produce to %s: %s", topic, rd_kafka_err2str(e));
+		return -1;
+	}
+	return 0;
+}
+
+int
+kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+	   const void *val, size_t vlen, char *err, size_t errlen)
+{
+	return kq_send(p, topic, key, klen, val, vlen, NULL, err, errlen);
+}
+
+int
+kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+		const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen)
+{
+	struct kq_wait *w;
+	struct timespec dl;
+	int rc;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	w->refs = 2; /* the waiter and the delivery report */
+	if (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0) {
+		w->refs = 1;
+		kq_wait_unref(w);
+		return -1;
+	}
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->mu);
+	while (!w->done)
+		if (pthread_cond_timedwait(&w->cv, &w->mu, &dl) == ETIMEDOUT)
+			break;
+	if (!w->done) {
+		rc = -2;
+		snprintf(err, errlen, "no delivery report within %d ms", timeout_ms);
+	} else if (w->err) {
+		rc = -1;
+		snprintf(err, errlen, "delivery to %s failed: %s", topic, rd_kafka_err2str(w->err));
+	} else {
+		rc = 0;
+	}
+	pthread_mutex_unlock(&w->mu);
+	kq_wait_unref(w);
+	return rc;
+}
+
+int
+kq_flush(struct kq_producer *p, int timeout_ms)
+{
+	rd_kafka_flush(p->rk, timeout_ms);
+	return rd_kafka_outq_len(p->rk);
+}
+
+unsigned long long
+kq_delivered(const struct kq_producer *p)
+{
+	return atomic_load(&((struct kq_producer *)p)->delivered);
+}
+
+unsigned long long
+kq_failed(const struct kq_producer *p)
+{
+	return atomic_load(&((struct kq_producer *)p)->failed);
+}
+
+int
+kq_fatal(const struct kq_producer *p)
+{
+	return atomic_load(&((struct kq_producer *)p)->fatal);
+}
+
+int
+kq_producer_ping(struct kq_producer *p, int timeout_ms)
+{
+	const struct rd_kafka_metadata *md;
+
+	if (rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return -1;
+	rd_kafka_metadata_destroy(md);
+	return 0;
+}
+
+void
+kq_producer_free(struct kq_producer *p)
+{
+	if (p == NULL)
+		return;
+	atomic_store(&p->stop, 1);
+	pthread_join(p->poller, NULL);
+	rd_kafka_destroy(p->rk);
+	free(p);
+}
+
+static void
+kq_default_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+		     rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+
+	(void)opaque;
+	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+		if (coop)
+			rd_kafka_error_destroy(rd_kafka_incremental_assign(rk, parts));
+		else
+			rd_kafka_assign(rk, parts);
+	} else {
+		if (coop)
+			rd_kafka_error_destroy(rd_kafka_incremental_unassign(rk, parts));
+		else
+			rd_kafka_assign(rk, NULL);
+	}
+}
+
+rd_kafka_t *
+kq_consumer_new(const struct conf_kafka *cf, const char *group, const char *const *topics,
+		int ntopics,
+		void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
+				     rd_kafka_topic_partition_list_t *, void *),
+		void *opaque, char *err, size_t errlen)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_topic_partition_list_t *subs = NULL;
+	rd_kafka_t *rk = NULL;
+	rd_kafka_resp_err_t e;
+	char es[256];
+
+	if (kq_conf_common(conf, cf, err, errlen) ||
+	    kq_set(conf, "group.id", group, err, errlen) ||
+	    kq_set(conf, "enable.auto.offset.store", "false", err, errlen) ||
+	    kq_set(conf, "enable.auto.commit", "true", err, errlen) ||
+	    kq_set(conf, "auto.commit.interval.ms", "1000", err, errlen) ||
+	    kq_set(conf, "auto.offset.reset", "earliest", err, errlen) ||
+	    kq_set(conf, "session.timeout.ms", "10000", err, errlen) ||
+	    kq_set(conf, "heartbeat.interval.ms", "1000", err, errlen) ||
+	    kq_set(conf, "enable.partition.eof", "false", err, errlen))
+		goto fail;
+	rd_kafka_conf_set_opaque(conf, opaque);
+	rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb ? rebalance_cb : kq_default_rebalance);
+	if ((rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, es, sizeof(es))) == NULL) {
+		snprintf(err, errlen, "kafka consumer: %s", es);
+		goto fail;
+	}
+	conf = NULL;
+	rd_kafka_poll_set_consumer(rk);
+	subs = rd_kafka_topic_partition_list_new(ntopics);
+	for (int i = 0; i < ntopics; i++)
+		rd_kafka_topic_partition_list_add(subs, topics[i], RD_KAFKA_PARTITION_UA);
+	if ((e = rd_kafka_subscribe(rk, subs)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		snprintf(err, errlen, "subscribe: %s", rd_kafka_err2str(e));
+		goto fail;
+	}
+	rd_kafka_topic_partition_list_destroy(subs);
+	return rk;
+fail:
+	if (subs)
+		rd_kafka_topic_partition_list_destroy(subs);
+	if (rk)
+		rd_kafka_destroy(rk);
+	if (conf)
+		rd_kafka_conf_destroy(conf);
+	return NULL;
+}
+
+int
+kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_resp_err_t e;
+
+	rd_kafka_topic_partition_list_add(l, rd_kafka_topic_name(m->rkt), m->partition)->offset =
+	    m->offset + 1;
+	e = rd_kafka_offsets_store(rk, l);
+	rd_kafka_topic_partition_list_destroy(l);
+	return e == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
+}
+
+int
+kq_create_topics(const struct conf_kafka *cf, const char *const *names, const int *partitions,
+		 const long long *retention_ms, int n, int timeout_ms, char *err, size_t errlen)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	rd_kafka_NewTopic_t **nt = calloc((size_t)n, sizeof(*nt));
+	rd_kafka_queue_t *q = NULL;
+	rd_kafka_event_t *ev = NULL;
+	rd_kafka_t *rk = NULL;
+	char es[256], ret[32];
+	int rc = -1;
+
+	if (nt == NULL || kq_conf_common(conf, cf, err, errlen))
+		goto done;
+	if ((rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, es, sizeof(es))) == NULL) {
+		snprintf(err, errlen, "kafka admin: %s", es);
+		goto done;
+	}
+	conf = NULL;
+	for (int i = 0; i < n; i++) {
+		nt[i] = rd_kafka_NewTopic_new(names[i], partitions[i], 1, es, sizeof(es));
+		if (nt[i] == NULL) {
+			snprintf(err, errlen, "topic %s: %s", names[i], es);
+			goto done;
+		}
+		if (retention_ms && retention_ms[i] > 0) {
+			snprintf(ret, sizeof(ret), "%lld", retention_ms[i]);
+			rd_kafka_NewTopic_set_config(nt[i], "retention.ms", ret);
+		}
+	}
+	q = rd_kafka_queue_new(rk);
+	rd_kafka_CreateTopics(rk, nt, (size_t)n, NULL, q);
+	if ((ev = rd_kafka_queue_poll(q, timeout_ms)) == NULL) {
+		snprintf(err, errlen, "create topics: no answer within %d ms", timeout_ms);
+		goto done;
+	}
+	if (rd_kafka_event_error(ev)) {
+		snprintf(err, errlen, "create topics: %s", rd_kafka_event_error_string(ev));
+		goto done;
+	}
+	{
+		const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+		size_t cnt;
+		const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &cnt);
+
+		for (size_t i = 0; i < cnt; i++) {
+			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(tr[i]);
+			if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+				snprintf(err, errlen, "create topic %s: %s",
+					 rd_kafka_topic_result_name(tr[i]),
+					 rd_kafka_topic_result_error_string(tr[i]));
+				goto done;
+			}
+		}
+	}
+	rc = 0;
+done:
+	if (ev)
+		rd_kafka_event_destroy(ev);
+	if (q)
+		rd_kafka_queue_destroy(q);
+	for (int i = 0; nt && i < n; i++)
+		if (nt[i])
+			rd_kafka_NewTopic_destroy(nt[i]);
+	free(nt);
+	if (rk)
+		rd_kafka_destroy(rk);
+	if (conf)
+		rd_kafka_conf_destroy(conf);
+	return rc;
+}

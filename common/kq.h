@@ -1,0 +1,60 @@
+/*
+ * kq - Kafka for paycb on librdkafka: an idempotent producer (acks=all) whose callers can wait
+ * for one message's delivery report with a deadline, a consumer that stores offsets only when
+ * told, and topic creation.
+ */
+#ifndef PAYCB_KQ_H
+#define PAYCB_KQ_H
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+
+#include "conf.h"
+
+struct kq_producer;
+
+/* Applies brokers and security settings of cf to conf. Returns 0 or -1 with err. */
+int kq_conf_common(rd_kafka_conf_t *conf, const struct conf_kafka *cf, char *err, size_t errlen);
+
+int kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err,
+		    size_t errlen);
+/*
+ * Produces one message and waits up to timeout_ms for its delivery report.
+ * Returns 0 when delivered, -1 when it failed (err says why), -2 when the deadline passed
+ * first (the message may still be delivered later).
+ */
+int kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+		    const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen);
+/* Produces without waiting; failures are counted and logged by the delivery callback. */
+int kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+	       const void *val, size_t vlen, char *err, size_t errlen);
+/* Flushes; returns the number of messages still undelivered after timeout_ms. */
+int kq_flush(struct kq_producer *p, int timeout_ms);
+/* Counters since start. */
+unsigned long long kq_delivered(const struct kq_producer *p);
+unsigned long long kq_failed(const struct kq_producer *p);
+/* True after a fatal producer error (the idempotence guarantee is gone). */
+int kq_fatal(const struct kq_producer *p);
+void kq_producer_free(struct kq_producer *p);
+/* Checks that the cluster answers a metadata request within timeout_ms. */
+int kq_producer_ping(struct kq_producer *p, int timeout_ms);
+
+/*
+ * Creates a consumer in group with enable.auto.offset.store=false (offsets are stored only by
+ * kq_store), auto commit of stored offsets, earliest reset, and subscribes to topics.
+ * rebalance_cb may be NULL (the default assign/unassign, for both protocols).
+ */
+rd_kafka_t *kq_consumer_new(const struct conf_kafka *cf, const char *group,
+			    const char *const *topics, int ntopics,
+			    void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
+						 rd_kafka_topic_partition_list_t *, void *),
+			    void *opaque, char *err, size_t errlen);
+/* Stores the offset after m (m's offset + 1) for the next commit. */
+int kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m);
+
+/* Creates topics (already existing ones are fine). Returns 0 or -1 with err. */
+int kq_create_topics(const struct conf_kafka *cf, const char *const *names, const int *partitions,
+		     const long long *retention_ms, int n, int timeout_ms, char *err,
+		     size_t errlen);
+
+#endif

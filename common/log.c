@@ -1,0 +1,111 @@
+/*
+ * log - one line per event on stderr, the callback id first, then key=value pairs.
+ *
+ * A line is written with a single write(2) so lines from several threads never interleave.
+ */
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/time.h>
+
+static const char *log_prog = "paycb";
+static enum log_level log_min = LOG_LVL_INFO;
+static const char *const log_names[] = {"debug", "info", "warn", "error"};
+
+void
+log_init(const char *prog)
+{
+	const char *slash = strrchr(prog, '/');
+
+	log_prog = slash ? slash + 1 : prog;
+}
+
+void
+log_set_level(enum log_level level)
+{
+	log_min = level;
+}
+
+int
+log_level_parse(const char *name, enum log_level *out)
+{
+	for (int i = 0; i < 4; i++) {
+		if (strcasecmp(name, log_names[i]) == 0) {
+			*out = (enum log_level)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int
+log_enabled(enum log_level level)
+{
+	return level >= log_min;
+}
+
+void
+log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap)
+{
+	char line[2048];
+	struct timeval tv;
+	struct tm tm;
+	int n, m;
+
+	if (level < log_min)
+		return;
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%ld]: %s: level=%s ",
+		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		     (long)(tv.tv_usec / 1000), log_prog, (long)getpid(), id ? id : "-",
+		     log_names[level]);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return;
+	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	if (m < 0)
+		return;
+	n += m;
+	if ((size_t)n > sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	/* One write per line keeps concurrent writers' lines whole. */
+	if (write(STDERR_FILENO, line, (size_t)n) < 0)
+		return;
+}
+
+void
+log_msg(enum log_level level, const char *id, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(level, id, fmt, ap);
+	va_end(ap);
+}
+
+char *
+log_cbid(char *buf, unsigned long long id, int refund)
+{
+	snprintf(buf, 24, "%s%llu", refund ? "rf" : "cb", id);
+	return buf;
+}
+
+const char *
+log_safe(char *buf, unsigned long len, const char *s)
+{
+	unsigned long i;
+
+	if (len == 0)
+		return "";
+	for (i = 0; s && s[i] && i + 1 < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		buf[i] = (c > 0x20 && c < 0x7f && c != '"' && c != '\\') ? (char)c : '?';
+	}
+	buf[i] = '\0';
+	return buf;
+}

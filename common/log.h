@@ -1,0 +1,39 @@
+/*
+ * log - one line per event on stderr.
+ *
+ * Every line reads "TIMESTAMP PROGRAM[PID]: ID: key=value ...". ID is the callback id
+ * ("cb42" for a payment-log row, "rf7" for a refund-log row) or "-" when there is none yet,
+ * so one grep for the id follows a callback through ingest, processor and retrier.
+ * Callers never pass secrets or bodies: they log lengths and hashes.
+ */
+#ifndef PAYCB_LOG_H
+#define PAYCB_LOG_H
+
+#include <stdarg.h>
+
+enum log_level { LOG_LVL_DEBUG = 0, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
+
+void log_init(const char *prog);
+void log_set_level(enum log_level level);
+int log_level_parse(const char *name, enum log_level *out);
+int log_enabled(enum log_level level);
+
+void log_msg(enum log_level level, const char *id, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap);
+
+#define log_debug(id, ...) log_msg(LOG_LVL_DEBUG, (id), __VA_ARGS__)
+#define log_info(id, ...)  log_msg(LOG_LVL_INFO, (id), __VA_ARGS__)
+#define log_warn(id, ...)  log_msg(LOG_LVL_WARN, (id), __VA_ARGS__)
+#define log_error(id, ...) log_msg(LOG_LVL_ERROR, (id), __VA_ARGS__)
+
+/* Formats a callback id ("cb42", "rf7") into buf; returns buf. */
+char *log_cbid(char *buf, unsigned long long id, int refund);
+
+/*
+ * Copies s into buf as a log-safe value: printable ASCII only, at most len-1 bytes,
+ * anything else replaced by '?', so hostile field values cannot forge log lines.
+ */
+const char *log_safe(char *buf, unsigned long len, const char *s);
+
+#endif

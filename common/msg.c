@@ -1,0 +1,84 @@
+/*
+ * msg - encoding and strict decoding of callback messages (see msg.h).
+ */
+#include "msg.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+int
+msg_callback_encode(const struct msg_callback *m, char *buf, size_t len)
+{
+	json_t *o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:i}", "v", 1, "log",
+			      m->log == MSG_LOG_REFUND ? "refund" : "pay", "id",
+			      (json_int_t)m->id, "merchant_id", m->merchant_id, "channel",
+			      m->channel, "out_trade_no", m->out_trade_no, "attempt", m->attempt);
+	size_t n;
+
+	if (o == NULL)
+		return -1;
+	n = json_dumpb(o, buf, len, JSON_COMPACT);
+	json_decref(o);
+	return n == 0 || n >= len ? -1 : (int)n;
+}
+
+static int
+msg_copy(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= cap)
+		return -1;
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+int
+msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *err,
+		    size_t errlen)
+{
+	const char *log = NULL, *merchant = NULL, *channel = NULL, *order = NULL;
+	json_int_t id = 0;
+	int v = 0, attempt = 1, rc = -1;
+	json_error_t je;
+	json_t *o;
+
+	memset(m, 0, sizeof(*m));
+	if ((o = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+		snprintf(err, errlen, "not JSON: %s", je.text);
+		return -1;
+	}
+	if (json_unpack_ex(o, &je, 0, "{s:i,s:s,s:I,s:s,s:s,s:s,s?i}", "v", &v, "log", &log, "id",
+			   &id, "merchant_id", &merchant, "channel", &channel, "out_trade_no",
+			   &order, "attempt", &attempt) != 0) {
+		snprintf(err, errlen, "bad callback message: %s", je.text);
+		goto done;
+	}
+	if (v != 1 || id <= 0 || attempt < 1 || (strcmp(log, "pay") && strcmp(log, "refund"))) {
+		snprintf(err, errlen, "bad callback message: v=%d id=%lld log=%s", v,
+			 (long long)id, log);
+		goto done;
+	}
+	m->log = strcmp(log, "refund") == 0 ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m->id = (unsigned long long)id;
+	m->attempt = attempt;
+	if (msg_copy(m->merchant_id, sizeof(m->merchant_id), merchant) ||
+	    msg_copy(m->channel, sizeof(m->channel), channel) ||
+	    msg_copy(m->out_trade_no, sizeof(m->out_trade_no), order)) {
+		snprintf(err, errlen, "bad callback message: field too long");
+		goto done;
+	}
+	rc = 0;
+done:
+	json_decref(o);
+	return rc;
+}
+
+int
+msg_callback_key(const struct msg_callback *m, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s|%s", m->merchant_id, m->out_trade_no);
+
+	return n < 0 || (size_t)n >= len ? -1 : n;
+}

@@ -1,0 +1,32 @@
+/*
+ * msg - the Kafka messages paycb writes (their JSON schemas are in schemas/kafka/).
+ *
+ * A callback message names a row; the row, not the message, holds the truth, so a message
+ * carries only what routing and logging need. Its key is "merchant_id|out_trade_no", so all
+ * callbacks of one order land on one partition and are processed in order.
+ */
+#ifndef PAYCB_MSG_H
+#define PAYCB_MSG_H
+
+#include <stddef.h>
+
+enum msg_log { MSG_LOG_PAY = 0, MSG_LOG_REFUND = 1 };
+
+struct msg_callback {
+	enum msg_log log;
+	unsigned long long id;
+	char merchant_id[65];
+	char channel[17];
+	char out_trade_no[129];
+	int attempt; /* 1 = first processing; k+1 after failure k */
+};
+
+/* Encodes m as JSON into buf; returns the length or -1. */
+int msg_callback_encode(const struct msg_callback *m, char *buf, size_t len);
+/* Decodes a message; returns 0 or -1 with err naming the problem (hostile input). */
+int msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *err,
+			size_t errlen);
+/* The partition key. */
+int msg_callback_key(const struct msg_callback *m, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,61 @@
+-- 001: the callback logs. One row per channel notification, reserved by ingest with a single
+-- autocommit INSERT; the unique key is the only deduplication paycb has.
+-- status: 0 pending, 1 done, 2 dead.
+
+CREATE TABLE pay_callback_log (
+  id               BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  merchant_id      VARCHAR(64)  NOT NULL,
+  channel          VARCHAR(16)  NOT NULL,
+  channel_trade_no VARCHAR(128) NOT NULL,
+  out_trade_no     VARCHAR(128) NOT NULL,
+  event_id         VARCHAR(128) NOT NULL DEFAULT '',
+  event_type       VARCHAR(64)  NOT NULL DEFAULT '',
+  trade_status     VARCHAR(32)  NOT NULL DEFAULT '',
+  amount           DECIMAL(18,2) NOT NULL,
+  currency         CHAR(3)      NOT NULL,
+  raw_body         MEDIUMBLOB   NULL,
+  body_sha256      CHAR(64)     NOT NULL,
+  status           TINYINT      NOT NULL DEFAULT 0,
+  retry_count      INT          NOT NULL DEFAULT 0,
+  next_retry_at    DATETIME(3)  NOT NULL,
+  last_error       VARCHAR(512) NULL,
+  outcome          VARCHAR(32)  NULL,
+  created_at       DATETIME(3)  NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  updated_at       DATETIME(3)  NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
+  done_at          DATETIME(3)  NULL,
+  PRIMARY KEY (id),
+  UNIQUE KEY uk_trade (merchant_id, channel, channel_trade_no),
+  KEY idx_retry (status, next_retry_at),
+  KEY idx_order (merchant_id, out_trade_no),
+  KEY idx_done (status, done_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+CREATE TABLE refund_callback_log (
+  id               BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  merchant_id      VARCHAR(64)  NOT NULL,
+  channel          VARCHAR(16)  NOT NULL,
+  refund_no        VARCHAR(160) NOT NULL,
+  channel_trade_no VARCHAR(128) NOT NULL DEFAULT '',
+  out_trade_no     VARCHAR(128) NOT NULL,
+  event_id         VARCHAR(128) NOT NULL DEFAULT '',
+  event_type       VARCHAR(64)  NOT NULL DEFAULT '',
+  refund_status    VARCHAR(32)  NOT NULL DEFAULT '',
+  amount           DECIMAL(18,2) NOT NULL,
+  amount_cumulative TINYINT     NOT NULL DEFAULT 0,
+  currency         CHAR(3)      NOT NULL,
+  raw_body         MEDIUMBLOB   NULL,
+  body_sha256      CHAR(64)     NOT NULL,
+  status           TINYINT      NOT NULL DEFAULT 0,
+  retry_count      INT          NOT NULL DEFAULT 0,
+  next_retry_at    DATETIME(3)  NOT NULL,
+  last_error       VARCHAR(512) NULL,
+  outcome          VARCHAR(32)  NULL,
+  created_at       DATETIME(3)  NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  updated_at       DATETIME(3)  NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
+  done_at          DATETIME(3)  NULL,
+  PRIMARY KEY (id),
+  UNIQUE KEY uk_refund (merchant_id, channel, refund_no),
+  KEY idx_retry (status, next_retry_at),
+  KEY idx_order (merchant_id, out_trade_no),
+  KEY idx_done (status, done_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -1,0 +1,219 @@
+/*
+ * test_cfg - the configuration loader rejects bad files with errors that name the file, the
+ * line and the setting, and accepts a complete one.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf.h"
+
+static char dir[] = "/tmp/paycb-cfg-XXXXXX";
+static char path[512], secret[512];
+
+static void
+write_file(const char *p, const char *text)
+{
+	FILE *fp = fopen(p, "w");
+
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+/* Loads text as a config; returns the error count, errors in *errs. */
+static int
+load(const char *text, struct cfg_errors *errs, struct conf *cf)
+{
+	char buf[4096];
+
+	snprintf(buf, sizeof(buf), text, secret, secret, secret);
+	write_file(path, buf);
+	return conf_load(path, PROC_INGEST, cf, errs);
+}
+
+#define GOOD_DB "database = { password_file = \"%s\"; };\n"
+
+static void
+complete_file_is_accepted_with_defaults(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"default\"; stripe = { secret_files = "
+				      "[ \"%s\" ]; }; } );\n",
+			      &errs, &cf),
+			 0);
+	assert_int_equal(cf.db.port, 23306);
+	assert_int_equal(cf.ingest.max_body_bytes, 65536);
+	assert_int_equal(cf.retry.ladder_s.n, 8);
+	assert_int_equal(cf.retry.ladder_s.v[0], 10);
+	assert_int_equal(cf.retry.ladder_s.v[7], 7200);
+	assert_int_equal(cf.nmerchants, 1);
+	assert_true(cf.merchants[0].has_stripe);
+	assert_false(cf.merchants[0].has_wxpay);
+	assert_string_equal(cf.merchants[0].stripe.order_metadata_key, "order_id");
+	conf_free(&cf);
+}
+
+static void
+syntax_error_names_file_and_line(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+	char want[600];
+
+	(void)state;
+	assert_int_equal(load(GOOD_DB "\n\ningest = { listen_port = = 8480; };\n", &errs, &cf), 1);
+	snprintf(want, sizeof(want), "%s:4: syntax error", path);
+	assert_non_null(strstr(errs.text, want));
+	conf_free(&cf);
+}
+
+static void
+unknown_setting_is_an_error_with_its_line(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+	char want[600];
+
+	(void)state;
+	assert_int_equal(load(GOOD_DB "ingest = {\n  listen_prot = 8480;\n};\n", &errs, &cf), 1);
+	snprintf(want, sizeof(want), "%s:3: setting 'ingest.listen_prot': unknown setting", path);
+	assert_non_null(strstr(errs.text, want));
+	conf_free(&cf);
+}
+
+static void
+out_of_bounds_value_is_an_error(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	assert_int_equal(load(GOOD_DB "ingest = { listen_port = 70000; max_body_bytes = 10; };\n",
+			      &errs, &cf),
+			 2);
+	assert_non_null(strstr(errs.text, ":2: setting 'ingest.listen_port': value 70000 is out of "
+					  "bounds [1, 65535]"));
+	assert_non_null(strstr(errs.text, "setting 'ingest.max_body_bytes': value 10 is out of "
+					  "bounds [1024, 1048576]"));
+	conf_free(&cf);
+}
+
+static void
+wrong_type_is_an_error(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	assert_int_equal(load(GOOD_DB "ingest = { listen_port = \"8480\"; };\n", &errs, &cf), 1);
+	assert_non_null(strstr(errs.text, "setting 'ingest.listen_port': expected an integer"));
+	conf_free(&cf);
+}
+
+static void
+missing_secret_file_is_an_error(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	assert_int_equal(load("database = { password_file = \"/nonexistent/db_password\"; };\n",
+			      &errs, &cf),
+			 1);
+	assert_non_null(strstr(errs.text, ":1: setting 'database.password_file': cannot read "
+					  "file '/nonexistent/db_password': No such file"));
+	conf_free(&cf);
+}
+
+static void
+missing_required_setting_is_an_error(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	assert_int_equal(load("log_level = \"info\";\n", &errs, &cf), 1);
+	assert_non_null(strstr(errs.text, "setting 'database.password_file': required setting is "
+					  "missing"));
+	conf_free(&cf);
+}
+
+static void
+merchant_errors_name_the_list_entry(void **state)
+{
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; alipay = { app_id = \"1\"; "
+				      "public_key_files = [ \"/nonexistent.pem\" ]; }; },\n"
+				      "  { id = \"a\"; wxpay = { apiv3_key_file = \"%s\"; }; } );\n",
+			      &errs, &cf),
+			 2);
+	assert_non_null(strstr(errs.text, "setting 'merchants[0].alipay.public_key_files[0]': "
+					  "cannot read file '/nonexistent.pem'"));
+	assert_non_null(strstr(errs.text, "setting 'merchants[1].wxpay.keys': must have at least "
+					  "one entry"));
+	conf_free(&cf);
+	/* Cross-setting checks run once every setting is valid. */
+	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
+				      "[ \"%s\" ]; }; },\n"
+				      "  { id = \"a\"; stripe = { secret_files = [ \"%s\" ]; }; } );\n",
+			      &errs, &cf),
+			 1);
+	assert_non_null(strstr(errs.text, "merchant id 'a' appears twice"));
+	conf_free(&cf);
+}
+
+static void
+secret_is_read_without_trailing_newline(void **state)
+{
+	char err[256], *s = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(cfg_read_secret(secret, &s, &len, err, sizeof(err)), 0);
+	assert_string_equal(s, "s3cret");
+	assert_int_equal(len, 6);
+	free(s);
+	assert_int_equal(cfg_read_secret("/nonexistent", &s, &len, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "/nonexistent"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(complete_file_is_accepted_with_defaults),
+	    cmocka_unit_test(syntax_error_names_file_and_line),
+	    cmocka_unit_test(unknown_setting_is_an_error_with_its_line),
+	    cmocka_unit_test(out_of_bounds_value_is_an_error),
+	    cmocka_unit_test(wrong_type_is_an_error),
+	    cmocka_unit_test(missing_secret_file_is_an_error),
+	    cmocka_unit_test(missing_required_setting_is_an_error),
+	    cmocka_unit_test(merchant_errors_name_the_list_entry),
+	    cmocka_unit_test(secret_is_read_without_trailing_newline),
+	};
+	int rc;
+
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	snprintf(path, sizeof(path), "%s/paycb.conf", dir);
+	snprintf(secret, sizeof(secret), "%s/secret", dir);
+	write_file(secret, "s3cret\n");
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	unlink(path);
+	unlink(secret);
+	rmdir(dir);
+	return rc;
+}

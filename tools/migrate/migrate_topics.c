@@ -1,0 +1,74 @@
+/*
+ * migrate_topics - creates the Kafka topics listed in schemas/topics.tsv (see migrate.h).
+ *
+ * "callbacks.retry.<delay>" expands to one topic per step of the configured ladder, so a
+ * compressed test ladder gets its own delay topics.
+ */
+#include "migrate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kq.h"
+#include "ladder.h"
+#include "log.h"
+
+#define MAX_TOPICS 64
+
+int
+migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *res, char *err,
+	       size_t errlen)
+{
+	char path[1024], line[512], *names[MAX_TOPICS];
+	const char *cnames[MAX_TOPICS];
+	int parts[MAX_TOPICS], n = 0, rc = -1, lineno = 0;
+	long long ret[MAX_TOPICS];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/topics.tsv", dir);
+	if ((fp = fopen(path, "r")) == NULL) {
+		snprintf(err, errlen, "cannot open %s", path);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), fp)) {
+		char *suffix, *p, *r, *save = NULL;
+
+		lineno++;
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		suffix = strtok_r(line, "\t\n", &save);
+		p = strtok_r(NULL, "\t\n", &save);
+		r = strtok_r(NULL, "\t\n", &save);
+		if (!suffix || !p || !r) {
+			snprintf(err, errlen, "%s:%d: expected suffix, partitions, retention_ms", path,
+				 lineno);
+			goto done;
+		}
+		int steps = strstr(suffix, "<delay>") ? ladder_steps(&cf->retry) : 1;
+		for (int k = 1; k <= steps && n < MAX_TOPICS; k++) {
+			char name[256];
+
+			if (strstr(suffix, "<delay>"))
+				ladder_topic(cf, k, name, sizeof(name));
+			else
+				conf_topic(cf, suffix, name, sizeof(name));
+			names[n] = strdup(name);
+			cnames[n] = names[n];
+			parts[n] = strcmp(p, "=") == 0 ? (int)cf->kafka.partitions : atoi(p);
+			ret[n] = atoll(r);
+			n++;
+		}
+	}
+	if (kq_create_topics(&cf->kafka, cnames, parts, ret, n, 30000, err, errlen) != 0)
+		goto done;
+	for (int i = 0; i < n; i++)
+		log_info(NULL, "event=topic_ensured topic=%s partitions=%d", names[i], parts[i]);
+	res->topics = n;
+	rc = 0;
+done:
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	fclose(fp);
+	return rc;
+}
