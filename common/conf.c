@@ -90,7 +90,8 @@ static const struct cfg_setting ingest_tab[] = {
 	    "wait this long for the delivery report before acknowledging anyway"),
 	INT("timestamp_tolerance_s", "300", 1, 3600, IN(timestamp_tolerance_s),
 	    "signed timestamps this far from now are rejected"),
-	INT("threads", "8", 1, 256, IN(threads), "HTTP worker threads"),
+	INT("db_connections", "16", 1, 512, IN(db_connections),
+	    "database connections for reservations (requests beyond them wait, then get 503)"),
 	END};
 
 #define PR(f) offsetof(struct conf_processor, f)

@@ -52,7 +52,7 @@ struct conf_ingest {
 	long long connection_timeout_s;
 	long long publish_budget_ms;
 	long long timestamp_tolerance_s;
-	long long threads;
+	long long db_connections;
 };
 
 struct conf_processor {
