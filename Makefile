@@ -52,26 +52,34 @@ INTEG_SRCS  := $(wildcard tests/integ/test_*.c)
 TEST_SUPPORT := $(wildcard tests/support/*.c)
 TEST_BINS   := $(patsubst tests/%.c,bin/tests/%,$(UNIT_SRCS) $(INTEG_SRCS))
 
-.PHONY: all test check unit integ deps services-up services-down services-clean migrate \
+.PHONY: docs all test check unit integ deps services-up services-down services-clean migrate \
 	run stop bench chaos fuzz clean format install
 
 all: $(PROGS) $(TEST_BINS)
 
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 $(LIB_COMMON): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	$(Q)$(AR) rcs $@ $^
 
 define prog_rules
 $(BUILD)/lib$(subst /,_,$(1)).a: $(call libobjs_of,$(1))
 	@mkdir -p $$(dir $$@)
-	rm -f $$@; $$(AR) rcs $$@ $$^ $(if $(call libobjs_of,$(1)),,$(BUILD)/empty.o)
+	$(Q)rm -f $$@; $$(AR) rcs $$@ $$^ $(if $(call libobjs_of,$(1)),,$(BUILD)/empty.o)
 bin/$(call bin_name,$(1)): $(BUILD)/$(1)/main.o $(BUILD)/lib$(subst /,_,$(1)).a $(LIB_COMMON)
 	@mkdir -p bin
-	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+	@$(if $(Q),echo "  LD      $$@")
+	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
 endef
 $(foreach d,$(PROG_DIRS_PRESENT),$(eval $(call prog_rules,$(d))))
 
@@ -82,7 +90,8 @@ $(BUILD)/empty.o:
 TEST_SUPPORT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SUPPORT))
 bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_COMMON) $(LDLIBS) -lcmocka
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_COMMON) $(LDLIBS) -lcmocka
 
 $(BUILD)/tests/%.o: CFLAGS += -Itests/support -Iingest -Iprocessor -Iretrier -Itools/sim -Itools/paycbctl -Itools/migrate
 
@@ -136,3 +145,9 @@ clean:
 	rm -rf build bin
 
 -include $(shell find build -name '*.d' 2>/dev/null)
+
+# docs/config.md's settings table is generated from the code's table.
+docs: bin/paycb-migrate
+	@{ sed '/<!-- settings:begin -->/q' docs/config.md; bin/paycb-migrate --config-doc; \
+	  sed -n '/<!-- settings:end -->/,$$p' docs/config.md; } > docs/config.md.new
+	@mv docs/config.md.new docs/config.md

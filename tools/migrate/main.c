@@ -23,7 +23,8 @@ usage(FILE *fp)
 		    "  -s DIR         schema directory (default $PAYCB_SCHEMAS or ./schemas)\n"
 		    "  --create-db    create the configured database first if it is missing\n"
 		    "  --no-topics    apply SQL only\n"
-		    "  --topics-only  create topics only\n");
+		    "  --topics-only  create topics only\n"
+		    "  --config-doc   print the table of every setting (Markdown) and exit\n");
 }
 
 int
@@ -32,6 +33,7 @@ main(int argc, char **argv)
 	static const struct option lo[] = {{"create-db", no_argument, NULL, 'C'},
 					   {"no-topics", no_argument, NULL, 'T'},
 					   {"topics-only", no_argument, NULL, 'O'},
+					   {"config-doc", no_argument, NULL, 'D'},
 					   {"help", no_argument, NULL, 'h'},
 					   {"version", no_argument, NULL, 'V'},
 					   {NULL, 0, NULL, 0}};
@@ -51,6 +53,11 @@ main(int argc, char **argv)
 		case 'C': create = 1; break;
 		case 'T': topics = 0; break;
 		case 'O': sql = 0; break;
+		case 'D':
+			/* The settings table rendered as Markdown, for docs/config.md. */
+			printf("| setting | type | default | meaning |\n|---|---|---|---|\n");
+			cfg_doc(conf_table, "", stdout);
+			return 0;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("paycb-migrate %s\n", PAYCB_VERSION); return 0;
 		default: usage(stderr); return EXIT_USAGE;

@@ -1,0 +1,118 @@
+/*
+ * ingest - private interfaces of the ingest daemon: the merchants' loaded keys, the database
+ * connection pool, the request flow (verify, reserve, publish, answer) and the HTTP front.
+ */
+#ifndef PAYCB_INGEST_H
+#define PAYCB_INGEST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+#include "db.h"
+#include "ingest_notify.h"
+#include "kq.h"
+#include "metrics.h"
+
+enum channel { CH_WXPAY = 0, CH_ALIPAY = 1, CH_STRIPE = 2, CH_COUNT };
+
+struct ingest_merchant {
+	const struct conf_merchant *cm;
+	struct wx_merchant wx;
+	struct ali_merchant ali;
+	struct stripe_merchant stripe;
+};
+
+struct ingest_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct db *conns;
+	int *free_list;
+	int nfree, size;
+};
+
+/* Outcomes of one request, for metrics and the answer. */
+enum outcome {
+	OUT_STORED = 0,   /* verified, reserved, published */
+	OUT_UNPUBLISHED,  /* verified, reserved, publish failed or timed out: the retrier recovers */
+	OUT_DUPLICATE,    /* the unique key said we already have it */
+	OUT_IGNORED,      /* verified, not a payment or refund: acknowledged, not stored */
+	OUT_REJECTED,     /* verification failed: nothing stored */
+	OUT_DB_ERROR,     /* could not reserve: the channel will push again */
+	OUT_BUSY,         /* over a concurrency limit: 503 */
+	OUT_COUNT
+};
+
+struct ingest_metrics {
+	struct metric *requests[CH_COUNT][OUT_COUNT];
+	struct metric *verify_fail[CH_COUNT][VERR_UNSUPPORTED + 1];
+	struct metric *reserve_lat, *publish_lat, *request_lat;
+	struct metric *publish_failures, *inflight, *unverified, *http_errors[4];
+};
+
+struct ingest {
+	const struct conf *cf;
+	struct ingest_merchant *merchants;
+	int nmerchants;
+	struct ingest_pool pool;
+	struct kq_producer *kp;
+	char topic[256];
+	atomic_int inflight, unverified;
+	struct ingest_metrics m;
+	struct MHD_Daemon *http;
+	struct admin *admin;
+};
+
+/* One request, as the HTTP front hands it to the flow. */
+struct ingest_req {
+	enum channel ch;
+	const struct ingest_merchant *im;
+	const struct http_hdr *hdrs;
+	size_t nhdrs;
+	const uint8_t *body;
+	size_t len;
+};
+
+/* The answer. body points to static or owned text. */
+struct ingest_resp {
+	unsigned status;
+	const char *type;
+	char body[160];
+	enum outcome outcome;
+	unsigned long long id; /* the row id, once reserved */
+};
+
+const char *channel_name(enum channel ch);
+int channel_parse(const char *s, enum channel *out);
+const char *outcome_name(enum outcome o);
+
+int ingest_merchants_load(struct ingest *in, char *err, size_t errlen);
+void ingest_merchants_free(struct ingest *in);
+const struct ingest_merchant *ingest_merchant_find(const struct ingest *in, const char *id,
+						   enum channel ch);
+
+int ingest_pool_init(struct ingest_pool *p, const struct conf_db *cf, int size, char *err,
+		     size_t errlen);
+/* Takes a connection, waiting up to wait_ms; NULL when none came free. */
+struct db *ingest_pool_get(struct ingest_pool *p, int wait_ms);
+void ingest_pool_put(struct ingest_pool *p, struct db *db);
+void ingest_pool_free(struct ingest_pool *p);
+
+void ingest_metrics_init(struct ingest_metrics *m);
+
+/* The whole flow for one request: verify, reserve, publish, answer. */
+void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
+/* The channel's failure / success answers. */
+void ingest_answer(enum channel ch, int ok, unsigned status, const char *msg,
+		   struct ingest_resp *resp);
+
+int ingest_http_start(struct ingest *in, char *err, size_t errlen);
+/* Stops accepting connections; in-flight requests go on. */
+void ingest_http_quiesce(struct ingest *in);
+void ingest_http_stop(struct ingest *in);
+
+int ingest_ready(void *arg, char *why, size_t len);
+
+#endif

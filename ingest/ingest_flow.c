@@ -1,0 +1,285 @@
+/*
+ * ingest_flow - one notification from raw bytes to the channel's answer.
+ *
+ * 1. Verify on the raw bytes; a failure is answered with the channel's failure response,
+ *    nothing is stored, and only lengths and hashes are logged.
+ * 2. Reserve with one autocommit INSERT on the unique key; a duplicate-key error means "we
+ *    already have it" and is answered with success at once, publishing nothing. The row is due
+ *    only after the initial lease, so the retrier leaves the first attempt alone.
+ * 3. Publish the row id and wait for the delivery report up to the budget; answer success
+ *    either way, because the row is durable and the retrier recovers a lost publish.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ingest.h"
+#include "log.h"
+#include "money.h"
+#include "msg.h"
+#include "sig.h"
+
+const char *
+outcome_name(enum outcome o)
+{
+	static const char *const n[] = {"stored",   "unpublished", "duplicate", "ignored",
+					"rejected", "db_error",    "busy"};
+
+	return (unsigned)o < OUT_COUNT ? n[o] : "unknown";
+}
+
+static long long
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void
+ingest_answer(enum channel ch, int ok, unsigned status, const char *msg, struct ingest_resp *resp)
+{
+	resp->status = status;
+	switch (ch) {
+	case CH_WXPAY:
+		/* WeChat Pay wants 200 or 204 on success, 4xx/5xx with a FAIL object otherwise. */
+		resp->type = "application/json";
+		if (ok)
+			resp->body[0] = '\0';
+		else
+			snprintf(resp->body, sizeof(resp->body),
+				 "{\"code\":\"FAIL\",\"message\":\"%s\"}", msg);
+		break;
+	case CH_ALIPAY:
+		/* Alipay reads only the body: exactly "success", anything else re-sends. */
+		resp->type = "text/plain";
+		snprintf(resp->body, sizeof(resp->body), "%s", ok ? "success" : "fail");
+		break;
+	default:
+		resp->type = "application/json";
+		if (ok)
+			snprintf(resp->body, sizeof(resp->body), "{\"received\":true}");
+		else
+			snprintf(resp->body, sizeof(resp->body), "{\"error\":\"%s\"}", msg);
+		break;
+	}
+}
+
+static enum verr
+ingest_verify(const struct ingest_req *req, struct notify *n, char *reason, size_t rlen)
+{
+	time_t now = time(NULL);
+
+	switch (req->ch) {
+	case CH_WXPAY:
+		return wx_verify_parse(&req->im->wx, req->hdrs, req->nhdrs, req->body, req->len,
+				       now, n, reason, rlen);
+	case CH_ALIPAY:
+		return ali_verify_parse(&req->im->ali, req->body, req->len, n, reason, rlen);
+	default:
+		return stripe_verify_parse(&req->im->stripe, req->hdrs, req->nhdrs, req->body,
+					   req->len, now, n, reason, rlen);
+	}
+}
+
+static const char *SQL_RESERVE_PAY =
+    "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, out_trade_no, "
+    "event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "
+    "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND)";
+static const char *SQL_RESERVE_REFUND =
+    "INSERT INTO refund_callback_log (merchant_id, channel, refund_no, channel_trade_no, "
+    "out_trade_no, event_id, event_type, refund_status, amount, amount_cumulative, currency, "
+    "raw_body, body_sha256, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "NOW(3) + INTERVAL ? SECOND)";
+
+/* Reserves the row; returns the db class, with *id set on DB_OK. */
+static enum db_rc
+ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
+	       const struct notify *n, const char *amount, const char *sha,
+	       unsigned long long *id)
+{
+	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	long long lease = in->cf->retry.initial_lease_s;
+
+	if (n->kind == NOTIFY_PAYMENT) {
+		struct db_in p[12] = {DBI_STR(merchant),
+				      DBI_STR(ch),
+				      DBI_STR(n->channel_trade_no),
+				      DBI_STR(n->out_trade_no),
+				      DBI_STR(n->event_id),
+				      DBI_STR(n->event_type),
+				      DBI_STR(n->status),
+				      DBI_STR(amount),
+				      DBI_STR(n->currency),
+				      DBI_BIN(req->body, req->len),
+				      DBI_STR(sha),
+				      DBI_I64(lease)};
+		return db_exec(db, SQL_RESERVE_PAY, p, 12, NULL, id);
+	}
+	struct db_in p[14] = {DBI_STR(merchant),
+			      DBI_STR(ch),
+			      DBI_STR(n->refund_no),
+			      DBI_STR(n->channel_trade_no),
+			      DBI_STR(n->out_trade_no),
+			      DBI_STR(n->event_id),
+			      DBI_STR(n->event_type),
+			      DBI_STR(n->status),
+			      DBI_STR(amount),
+			      DBI_I64(n->refund_cumulative ? 1 : 0),
+			      DBI_STR(n->currency),
+			      DBI_BIN(req->body, req->len),
+			      DBI_STR(sha),
+			      DBI_I64(lease)};
+	return db_exec(db, SQL_RESERVE_REFUND, p, 14, NULL, id);
+}
+
+static void
+ingest_publish(struct ingest *in, const struct ingest_req *req, const struct notify *n,
+	       unsigned long long id, const char *cbid, struct ingest_resp *resp)
+{
+	struct msg_callback m;
+	char key[256], val[512], err[256];
+	long long t0 = now_us();
+	int klen, vlen, rc;
+
+	memset(&m, 0, sizeof(m));
+	m.log = n->kind == NOTIFY_REFUND ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.id = id;
+	m.attempt = 1;
+	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", req->im->cm->id);
+	snprintf(m.channel, sizeof(m.channel), "%s", channel_name(req->ch));
+	snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s", n->out_trade_no);
+	klen = msg_callback_key(&m, key, sizeof(key));
+	vlen = msg_callback_encode(&m, val, sizeof(val));
+	if (klen < 0 || vlen < 0) {
+		rc = -1;
+		snprintf(err, sizeof(err), "cannot encode the message");
+	} else {
+		rc = kq_produce_wait(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen,
+				     (int)in->cf->ingest.publish_budget_ms, err, sizeof(err));
+	}
+	metrics_observe_us(in->m.publish_lat, now_us() - t0);
+	if (rc == 0) {
+		log_info(cbid, "event=published topic=%s publish_ms=%lld", in->topic,
+			 (now_us() - t0) / 1000);
+		return;
+	}
+	/* Stored but not published: still a success for the channel; the retrier republishes
+	 * the row once its initial lease runs out. */
+	metrics_inc(in->m.publish_failures, 1);
+	resp->outcome = OUT_UNPUBLISHED;
+	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
+		 (now_us() - t0) / 1000, err);
+}
+
+void
+ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp)
+{
+	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	char reason[256], sha[65], amount[32], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
+	unsigned long long id = 0;
+	long long t0 = now_us();
+	struct notify n;
+	enum verr ve;
+	enum db_rc rc;
+	struct db *db;
+	int scale;
+
+	memset(resp, 0, sizeof(*resp));
+	sig_sha256_hex(req->body, req->len, sha);
+	if (atomic_fetch_add(&in->unverified, 1) >= in->cf->ingest.max_unverified) {
+		atomic_fetch_sub(&in->unverified, 1);
+		resp->outcome = OUT_BUSY;
+		ingest_answer(req->ch, 0, 503, "busy", resp);
+		goto out;
+	}
+	metrics_set(in->m.unverified, atomic_load(&in->unverified));
+	reason[0] = '\0';
+	ve = ingest_verify(req, &n, reason, sizeof(reason));
+	atomic_fetch_sub(&in->unverified, 1);
+	if (ve == VERR_OK && (n.out_trade_no[0] == '\0' || (n.kind == NOTIFY_PAYMENT &&
+							      n.channel_trade_no[0] == '\0') ||
+			      (n.kind == NOTIFY_REFUND && n.refund_no[0] == '\0'))) {
+		ve = VERR_BODY;
+		snprintf(reason, sizeof(reason), "missing order, trade or refund number");
+	}
+	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED &&
+	    ((scale = money_currency_scale(n.currency)) < 0 ||
+	     money_format(n.amount_minor, scale, amount, sizeof(amount)) < 0)) {
+		ve = VERR_UNSUPPORTED;
+		snprintf(reason, sizeof(reason), "unsupported currency or amount");
+	}
+	if (ve != VERR_OK) {
+		metrics_inc(in->m.verify_fail[req->ch][ve <= VERR_UNSUPPORTED ? ve : 0], 1);
+		resp->outcome = OUT_REJECTED;
+		log_warn(NULL,
+			 "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" "
+			 "body_len=%zu body_sha256=%s",
+			 ch, merchant, verr_name(ve), log_safe(s1, sizeof(s1), reason), req->len,
+			 sha);
+		ingest_answer(req->ch, 0,
+			      (req->ch == CH_WXPAY && (ve == VERR_SIGNATURE || ve == VERR_SERIAL ||
+						       ve == VERR_TIMESTAMP))
+				  ? 401
+				  : 400,
+			      verr_name(ve), resp);
+		goto out;
+	}
+	if (n.kind == NOTIFY_IGNORED) {
+		resp->outcome = OUT_IGNORED;
+		log_info(NULL, "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
+			       "body_sha256=%s",
+			 ch, merchant, log_safe(s1, sizeof(s1), n.event_type), req->len, sha);
+		ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
+		goto out;
+	}
+
+	if ((db = ingest_pool_get(&in->pool, 1000)) == NULL) {
+		resp->outcome = OUT_BUSY;
+		log_warn(NULL, "event=db_pool_exhausted channel=%s merchant=%s body_sha256=%s", ch,
+			 merchant, sha);
+		ingest_answer(req->ch, 0, 503, "busy", resp);
+		goto out;
+	}
+	{
+		long long r0 = now_us();
+		rc = ingest_reserve(in, db, req, &n, amount, sha, &id);
+		metrics_observe_us(in->m.reserve_lat, now_us() - r0);
+		if (rc != DB_OK && rc != DB_DUPLICATE)
+			snprintf(reason, sizeof(reason), "%s", db->last_error);
+	}
+	ingest_pool_put(&in->pool, db);
+	log_safe(s1, sizeof(s1), n.kind == NOTIFY_REFUND ? n.refund_no : n.channel_trade_no);
+	log_safe(s2, sizeof(s2), n.out_trade_no);
+	if (rc == DB_DUPLICATE) {
+		resp->outcome = OUT_DUPLICATE;
+		log_info(NULL, "event=duplicate channel=%s merchant=%s trade=%s order=%s "
+			       "body_sha256=%s",
+			 ch, merchant, s1, s2, sha);
+		ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
+		goto out;
+	}
+	if (rc != DB_OK) {
+		/* Not stored: the channel's failure answer makes it push again later. */
+		resp->outcome = OUT_DB_ERROR;
+		log_error(NULL, "event=reserve_failed channel=%s merchant=%s trade=%s class=%s "
+				"error=\"%s\" body_sha256=%s",
+			  ch, merchant, s1, db_rc_name(rc), reason, sha);
+		ingest_answer(req->ch, 0, 503, "storage unavailable", resp);
+		goto out;
+	}
+	resp->id = id;
+	resp->outcome = OUT_STORED;
+	log_cbid(cbid, id, n.kind == NOTIFY_REFUND);
+	log_info(cbid,
+		 "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
+		 "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",
+		 ch, merchant, n.kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
+		 n.currency, req->len, sha, (now_us() - t0) / 1000);
+	ingest_publish(in, req, &n, id, cbid, resp);
+	ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
+out:
+	metrics_inc(in->m.requests[req->ch][resp->outcome], 1);
+	metrics_observe_us(in->m.request_lat, now_us() - t0);
+}

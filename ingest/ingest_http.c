@@ -1,0 +1,280 @@
+/*
+ * ingest_http - the channel-facing HTTP listener on libmicrohttpd.
+ *
+ * Routes: POST /pay/callback/{channel} (merchant "default") and
+ * POST /pay/callback/{channel}/{merchant_id}. Unknown route, channel or merchant: 404; other
+ * methods: 405; a body over ingest.max_body_bytes: 413 without reading it. Each connection has
+ * its own thread, because a request blocks on the database and on the delivery report; the
+ * in-flight limit answers 503 at once instead of queueing past a channel's time budget.
+ */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ingest.h"
+#include "log.h"
+
+#define MAX_HDRS 64
+
+struct req_ctx {
+	enum channel ch;
+	const struct ingest_merchant *im;
+	uint8_t *buf;
+	size_t len, cap;
+	int counted;   /* holds an in-flight slot */
+	int responded; /* a response was queued early (413) */
+};
+
+struct hdr_set {
+	struct http_hdr h[MAX_HDRS];
+	size_t n;
+	int overflow;
+};
+
+static enum MHD_Result
+http_send(struct MHD_Connection *c, unsigned status, const char *type, const char *body)
+{
+	size_t len = body ? strlen(body) : 0;
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result rc;
+
+	if (r == NULL)
+		return MHD_NO;
+	if (type && len)
+		MHD_add_response_header(r, "Content-Type", type);
+	rc = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* Splits the URL; returns 0 with the channel and merchant, or -1 for an unknown route. */
+static int
+http_route(const char *url, enum channel *ch, char *merchant, size_t mlen)
+{
+	static const char prefix[] = "/pay/callback/";
+	char chan[16];
+	const char *p, *slash;
+	size_t n;
+
+	if (strncmp(url, prefix, sizeof(prefix) - 1) != 0)
+		return -1;
+	p = url + sizeof(prefix) - 1;
+	slash = strchr(p, '/');
+	n = slash ? (size_t)(slash - p) : strlen(p);
+	if (n == 0 || n >= sizeof(chan))
+		return -1;
+	memcpy(chan, p, n);
+	chan[n] = '\0';
+	if (channel_parse(chan, ch) != 0)
+		return -1;
+	if (slash == NULL) {
+		snprintf(merchant, mlen, "default");
+		return 0;
+	}
+	p = slash + 1;
+	n = strlen(p);
+	if (n == 0 || n >= mlen || strchr(p, '/'))
+		return -1;
+	memcpy(merchant, p, n + 1);
+	return 0;
+}
+
+static enum MHD_Result
+http_collect(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct hdr_set *s = cls;
+
+	(void)kind;
+	if (s->n >= MAX_HDRS) {
+		s->overflow = 1;
+		return MHD_NO;
+	}
+	s->h[s->n].name = key;
+	s->h[s->n].value = value ? value : "";
+	s->n++;
+	return MHD_YES;
+}
+
+static enum MHD_Result
+http_fail(struct MHD_Connection *c, enum channel ch, unsigned status, const char *msg)
+{
+	struct ingest_resp resp;
+
+	memset(&resp, 0, sizeof(resp));
+	ingest_answer(ch, 0, status, msg, &resp);
+	return http_send(c, status, resp.type, resp.body);
+}
+
+static enum MHD_Result
+http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const char *method,
+	   void **con_cls)
+{
+	char merchant[80];
+	const char *cl;
+	struct req_ctx *x;
+	enum channel ch;
+
+	if (http_route(url, &ch, merchant, sizeof(merchant)) != 0) {
+		metrics_inc(in->m.http_errors[0], 1);
+		return http_send(c, 404, "text/plain", "not found\n");
+	}
+	if (strcmp(method, "POST") != 0) {
+		metrics_inc(in->m.http_errors[1], 1);
+		return http_fail(c, ch, 405, "method not allowed");
+	}
+	const struct ingest_merchant *im = ingest_merchant_find(in, merchant, ch);
+	if (im == NULL) {
+		metrics_inc(in->m.http_errors[0], 1);
+		return http_fail(c, ch, 404, "unknown merchant");
+	}
+	cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl && strtoull(cl, NULL, 10) > (unsigned long long)in->cf->ingest.max_body_bytes) {
+		metrics_inc(in->m.http_errors[2], 1);
+		log_warn(NULL, "event=body_too_large channel=%s merchant=%s declared=%s",
+			 channel_name(ch), merchant, cl);
+		return http_fail(c, ch, 413, "body too large");
+	}
+	if (atomic_fetch_add(&in->inflight, 1) >= in->cf->ingest.max_inflight) {
+		atomic_fetch_sub(&in->inflight, 1);
+		metrics_inc(in->m.requests[ch][OUT_BUSY], 1);
+		return http_fail(c, ch, 503, "busy");
+	}
+	metrics_set(in->m.inflight, atomic_load(&in->inflight));
+	if ((x = calloc(1, sizeof(*x))) == NULL) {
+		atomic_fetch_sub(&in->inflight, 1);
+		return MHD_NO;
+	}
+	x->ch = ch;
+	x->im = im;
+	x->counted = 1;
+	*con_cls = x;
+	return MHD_YES;
+}
+
+static enum MHD_Result
+http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+	    const char *version, const char *upload, size_t *upload_len, void **con_cls)
+{
+	struct ingest *in = cls;
+	struct req_ctx *x = *con_cls;
+	struct ingest_resp resp;
+	struct ingest_req req;
+	struct hdr_set hs;
+
+	(void)version;
+	if (x == NULL)
+		return http_first(in, c, url, method, con_cls);
+	if (*upload_len) {
+		size_t n = *upload_len;
+		*upload_len = 0;
+		if (x->responded)
+			return MHD_YES;
+		if (x->len + n > (size_t)in->cf->ingest.max_body_bytes) {
+			/* A chunked body grew past the limit: answer now and read no further. */
+			x->responded = 1;
+			metrics_inc(in->m.http_errors[2], 1);
+			return http_fail(c, x->ch, 413, "body too large");
+		}
+		if (x->len + n > x->cap) {
+			size_t cap = x->cap ? x->cap * 2 : 4096;
+			while (cap < x->len + n)
+				cap *= 2;
+			uint8_t *nb = realloc(x->buf, cap);
+			if (nb == NULL)
+				return MHD_NO;
+			x->buf = nb;
+			x->cap = cap;
+		}
+		memcpy(x->buf + x->len, upload, n);
+		x->len += n;
+		return MHD_YES;
+	}
+	if (x->responded)
+		return MHD_YES;
+	memset(&hs, 0, sizeof(hs));
+	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &hs);
+	if (hs.overflow)
+		return http_fail(c, x->ch, 400, "too many headers");
+	req.ch = x->ch;
+	req.im = x->im;
+	req.hdrs = hs.h;
+	req.nhdrs = hs.n;
+	req.body = x->buf ? x->buf : (const uint8_t *)"";
+	req.len = x->len;
+	ingest_handle(in, &req, &resp);
+	x->responded = 1;
+	return http_send(c, resp.status, resp.type, resp.body);
+}
+
+static void
+http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+	       enum MHD_RequestTerminationCode toe)
+{
+	struct ingest *in = cls;
+	struct req_ctx *x = *con_cls;
+
+	(void)c;
+	(void)toe;
+	if (x == NULL)
+		return;
+	if (x->counted) {
+		atomic_fetch_sub(&in->inflight, 1);
+		metrics_set(in->m.inflight, atomic_load(&in->inflight));
+	}
+	free(x->buf);
+	free(x);
+	*con_cls = NULL;
+}
+
+int
+ingest_http_start(struct ingest *in, char *err, size_t errlen)
+{
+	const struct conf_ingest *ci = &in->cf->ingest;
+	struct sockaddr_in sin;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((unsigned short)ci->listen_port);
+	if (inet_pton(AF_INET, ci->listen_addr, &sin.sin_addr) != 1) {
+		snprintf(err, errlen, "ingest.listen_addr '%s' is not an IPv4 address",
+			 ci->listen_addr);
+		return -1;
+	}
+	/* Connections beyond max_inflight are still accepted so that they get a 503, up to a
+	 * hard cap that protects the process itself. */
+	in->http = MHD_start_daemon(
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+		MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ci->connection_timeout_s,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(ci->max_inflight * 4 + 64),
+	    MHD_OPTION_NOTIFY_COMPLETED, http_completed, in, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+	    (unsigned)1024, MHD_OPTION_END);
+	if (in->http == NULL) {
+		snprintf(err, errlen, "cannot listen on %s:%lld", ci->listen_addr, ci->listen_port);
+		return -1;
+	}
+	return 0;
+}
+
+void
+ingest_http_quiesce(struct ingest *in)
+{
+	if (in->http) {
+		MHD_socket s = MHD_quiesce_daemon(in->http);
+		if (s != MHD_INVALID_SOCKET)
+			close(s);
+	}
+}
+
+void
+ingest_http_stop(struct ingest *in)
+{
+	if (in->http)
+		MHD_stop_daemon(in->http);
+	in->http = NULL;
+}

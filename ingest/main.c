@@ -1,0 +1,138 @@
+/*
+ * paycb-ingest - where payment channels deliver notifications.
+ *
+ * It verifies each notification on its raw bytes, reserves it with one autocommit INSERT on
+ * the unique key, publishes the row id to <prefix>.callbacks and only then answers the
+ * channel. See docs/ingest.md. SIGTERM: stop accepting, finish in-flight requests, flush the
+ * producer, exit 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "admin.h"
+#include "daemon.h"
+#include "ingest.h"
+#include "log.h"
+
+static struct ingest g_in;
+
+int
+ingest_ready(void *arg, char *why, size_t len)
+{
+	struct ingest *in = arg;
+	struct db *db;
+	int rc = 0;
+
+	if ((db = ingest_pool_get(&in->pool, 500)) == NULL) {
+		snprintf(why, len, "database: no free connection");
+		return -1;
+	}
+	if (db_exec(db, "SELECT 1", NULL, 0, NULL, NULL) != DB_OK) {
+		snprintf(why, len, "database: %s", db->last_error);
+		rc = -1;
+	}
+	ingest_pool_put(&in->pool, db);
+	if (rc == 0 && kq_producer_ping(in->kp, 1000) != 0) {
+		snprintf(why, len, "kafka: no metadata answer within 1 s");
+		rc = -1;
+	}
+	return rc;
+}
+
+static int
+ingest_init(const struct conf *cf, void **state)
+{
+	struct ingest *in = &g_in;
+	char err[512];
+
+	memset(in, 0, sizeof(*in));
+	in->cf = cf;
+	conf_topic(cf, "callbacks", in->topic, sizeof(in->topic));
+	ingest_metrics_init(&in->m);
+	if (ingest_merchants_load(in, err, sizeof(err)) != 0) {
+		log_error(NULL, "event=config_error error=\"%s\"", err);
+		return EXIT_CONFIG;
+	}
+	if (ingest_pool_init(&in->pool, &cf->db, (int)cf->ingest.db_connections, err,
+			     sizeof(err)) != 0) {
+		log_error(NULL, "event=db_error error=\"%s\"", err);
+		return EXIT_UNAVAILABLE;
+	}
+	if (kq_producer_new(&cf->kafka, &in->kp, err, sizeof(err)) != 0) {
+		log_error(NULL, "event=kafka_error error=\"%s\"", err);
+		return EXIT_CONFIG;
+	}
+	if (admin_start(cf->ingest.admin_addr, (int)cf->ingest.admin_port, ingest_ready, in,
+			&in->admin, err, sizeof(err)) != 0 ||
+	    ingest_http_start(in, err, sizeof(err)) != 0) {
+		log_error(NULL, "event=listen_failed error=\"%s\"", err);
+		return EXIT_UNAVAILABLE;
+	}
+	log_info(NULL, "event=listening addr=%s port=%lld admin_port=%lld merchants=%d",
+		 cf->ingest.listen_addr, cf->ingest.listen_port, cf->ingest.admin_port,
+		 in->nmerchants);
+	*state = in;
+	return 0;
+}
+
+static int
+ingest_loop(void *state)
+{
+	struct ingest *in = state;
+	struct timespec ts = {0, 100 * 1000 * 1000};
+
+	/* The HTTP threads do the work; the loop only watches for a fatal producer error,
+	 * after which idempotent delivery can no longer be promised. */
+	nanosleep(&ts, NULL);
+	if (kq_fatal(in->kp)) {
+		log_error(NULL, "event=kafka_fatal action=drain");
+		return EXIT_SOFTWARE;
+	}
+	return 0;
+}
+
+static int
+ingest_drain(void *state)
+{
+	struct ingest *in = state;
+	long long waited = 0, limit = in->cf->ingest.publish_budget_ms + 5000;
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	int left, rc = 0;
+
+	ingest_http_quiesce(in);
+	while (atomic_load(&in->inflight) > 0 && waited < limit) {
+		nanosleep(&ts, NULL);
+		waited += 20;
+	}
+	if (atomic_load(&in->inflight) > 0) {
+		log_warn(NULL, "event=drain_timeout inflight=%d", atomic_load(&in->inflight));
+		rc = EXIT_SOFTWARE;
+	}
+	ingest_http_stop(in);
+	admin_stop(in->admin);
+	left = kq_flush(in->kp, 10000);
+	if (left > 0)
+		log_warn(NULL, "event=flush_incomplete undelivered=%d", left);
+	kq_producer_free(in->kp);
+	ingest_pool_free(&in->pool);
+	ingest_merchants_free(in);
+	metrics_free();
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct daemon_ops ops = {
+	    "paycb-ingest",
+	    "Receives payment notifications, verifies, stores and publishes them.",
+	    PROC_INGEST,
+	    ingest_init,
+	    ingest_loop,
+	    ingest_drain,
+	};
+
+	return daemon_main(argc, argv, &ops);
+}
