@@ -104,7 +104,7 @@ log_safe(char *buf, unsigned long len, const char *s)
 		return "";
 	for (i = 0; s && s[i] && i + 1 < len; i++) {
 		unsigned char c = (unsigned char)s[i];
-		buf[i] = (c > 0x20 && c < 0x7f && c != '"' && c != '\\') ? (char)c : '?';
+		buf[i] = (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') ? (char)c : '?';
 	}
 	buf[i] = '\0';
 	return buf;

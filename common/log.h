@@ -31,7 +31,7 @@ void log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap)
 char *log_cbid(char *buf, unsigned long long id, int refund);
 
 /*
- * Copies s into buf as a log-safe value: printable ASCII only, at most len-1 bytes,
+ * Copies s into buf as a log-safe value: printable ASCII only (no quotes or backslashes), at most len-1 bytes,
  * anything else replaced by '?', so hostile field values cannot forge log lines.
  */
 const char *log_safe(char *buf, unsigned long len, const char *s);

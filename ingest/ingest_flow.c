@@ -198,7 +198,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	reason[0] = '\0';
 	ve = ingest_verify(req, &n, reason, sizeof(reason));
 	atomic_fetch_sub(&in->unverified, 1);
-	if (ve == VERR_OK && (n.out_trade_no[0] == '\0' || (n.kind == NOTIFY_PAYMENT &&
+	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED && (n.out_trade_no[0] == '\0' || (n.kind == NOTIFY_PAYMENT &&
 							      n.channel_trade_no[0] == '\0') ||
 			      (n.kind == NOTIFY_REFUND && n.refund_no[0] == '\0'))) {
 		ve = VERR_BODY;
