@@ -307,6 +307,14 @@ kq_producer_free(struct kq_producer *p)
 {
 	if (p == NULL)
 		return;
+	/*
+	 * Messages still queued (the caller flushed with a deadline, or gave up) are purged so
+	 * their delivery reports run now and release their waiters' completions; the poller
+	 * thread serves those reports until the queue is empty.
+	 */
+	rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+	for (int i = 0; i < 100 && rd_kafka_outq_len(p->rk) > 0; i++)
+		rd_kafka_poll(p->rk, 50);
 	atomic_store(&p->stop, 1);
 	pthread_join(p->poller, NULL);
 	rd_kafka_destroy(p->rk);
