@@ -26,246 +26,91 @@
 #include "ingest_notify.h"
 #include "kq.h"
 #include "sig.h"
-#include "testkeys.h"
+#include "chan.h"
 
 static struct conf cf;
 static struct db db;
-static char dir[] = "/tmp/paycb-ingest-XXXXXX";
 static int port, admin_port, dead_port, dead_admin_port;
 static pid_t ingest_pid, dead_pid;
 
-static EVP_PKEY *wx_cert_key, *wx_pub_key, *ali_key, *ali_key_old;
-static char wx_serial[] = "5A1B2C3D4E5F60718293A4B5C6D7E8F901234567";
-static const char wx_pubkey_id[] = "PUB_KEY_ID_0114232134912410000000000000000001";
-static uint8_t apiv3[33];
-static const char *stripe_old = "whsec_old_secret_for_rotation_tests";
-static const char *stripe_new = "whsec_new_secret_for_rotation_tests";
+static struct chan_keys K;
 static int seq;
 
-/* ---- setup: keys, configuration, daemons --------------------------------------------- */
-
-static void
-write_file(const char *name, const char *text, char *path, size_t plen)
-{
-	FILE *fp;
-
-	snprintf(path, plen, "%s/%s", dir, name);
-	fp = fopen(path, "w");
-	assert_non_null(fp);
-	fputs(text, fp);
-	fclose(fp);
-}
-
+/* Thin asserting wrappers over the channel fixtures (tests/support/chan.h). */
 static void
 write_conf(const char *path, const char *brokers, int p, int ap)
 {
-	char cert[256], pub[256], key[256], ali1[256], ali2[256], s1[256], s2[256];
-	char *pem;
-	X509 *x;
-	FILE *fp;
-
-	x = tk_self_signed(wx_cert_key, wx_serial);
-	pem = tk_cert_pem(x);
-	write_file("wx_cert.pem", pem, cert, sizeof(cert));
-	free(pem);
-	X509_free(x);
-	pem = tk_pubkey_pem(wx_pub_key);
-	write_file("wx_pub.pem", pem, pub, sizeof(pub));
-	free(pem);
-	write_file("apiv3.key", (const char *)apiv3, key, sizeof(key));
-	pem = tk_pubkey_b64(ali_key);
-	write_file("ali_new.pub", pem, ali1, sizeof(ali1));
-	free(pem);
-	pem = tk_pubkey_pem(ali_key_old);
-	write_file("ali_old.pem", pem, ali2, sizeof(ali2));
-	free(pem);
-	write_file("stripe_old", stripe_old, s1, sizeof(s1));
-	write_file("stripe_new", stripe_new, s2, sizeof(s2));
-	fp = fopen(path, "w");
-	assert_non_null(fp);
-	fprintf(fp,
-		"log_level = \"debug\";\n"
-		"database = { host = \"%s\"; port = %lld; user = \"%s\"; password_file = \"%s\";"
-		" name = \"%s\"; };\n"
-		"kafka = { brokers = \"%s\"; topic_prefix = \"%s\"; delivery_timeout_ms = 5000; };\n"
-		"ingest = { listen_port = %d; admin_port = %d; connection_timeout_s = 2;"
-		" publish_budget_ms = 1500; max_body_bytes = 65536; max_inflight = 512;"
-		" max_unverified = 512; };\n"
-		"merchants = (\n"
-		"  { id = \"default\";\n"
-		"    wxpay = { mchid = \"1900000001\"; apiv3_key_file = \"%s\";\n"
-		"      keys = ( { file = \"%s\"; }, { serial = \"%s\"; file = \"%s\"; } ); };\n"
-		"    alipay = { app_id = \"2021000000000001\"; public_key_files = [ \"%s\", \"%s\" ]; "
-		"};\n"
-		"    stripe = { secret_files = [ \"%s\", \"%s\" ]; };\n"
-		"  },\n"
-		"  { id = \"shop2\"; stripe = { secret_files = [ \"%s\" ]; }; }\n"
-		");\n",
-		cf.db.host, cf.db.port, cf.db.user, cf.db.password_file, cf.db.name, brokers,
-		cf.kafka.topic_prefix, p, ap, key, cert, wx_pubkey_id, pub, ali1, ali2, s1, s2,
-		s2);
-	fclose(fp);
+	assert_int_equal(chan_write_conf(&cf, &K, path, brokers, p, ap,
+					 "max_body_bytes = 65536; max_inflight = 512; "
+					 "max_unverified = 512;"),
+			 0);
 }
 
 static pid_t
 spawn_ingest(const char *conf, const char *log, int ap)
 {
-	struct httpc_resp r;
-	long long end;
-	pid_t pid = fork();
+	pid_t pid = chan_spawn_ingest(conf, log, ap);
 
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		FILE *fp = freopen(log, "w", stderr);
-		(void)fp;
-		execl("bin/paycb-ingest", "paycb-ingest", "-c", conf, (char *)NULL);
-		_exit(127);
-	}
-	/* Ready when the admin listener answers /healthz (the channel listener starts after). */
-	for (end = harness_now_ms() + 20000; harness_now_ms() < end;) {
-		if (httpc_request(ap, "GET", "/healthz", NULL, "", 0, 1000, &r) == 0 &&
-		    r.status == 200)
-			return pid;
-		if (waitpid(pid, NULL, WNOHANG) == pid)
-			break;
-		usleep(50 * 1000);
-	}
-	fail_msg("paycb-ingest did not become healthy; see %s", log);
-	return -1;
+	if (pid < 0)
+		fail_msg("paycb-ingest did not become healthy; see %s", log);
+	return pid;
 }
 
-static int
-stop_daemon(pid_t pid)
-{
-	int st = 0;
-
-	kill(pid, SIGTERM);
-	waitpid(pid, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* ---- building signed notifications ----------------------------------------------------- */
-
-struct note {
-	char headers[2048];
-	char *body;
-	size_t len;
-};
+#define stop_daemon chan_stop
 
 static void
-wx_note(struct note *n, EVP_PKEY *key, const char *serial, const char *event, const char *plain,
-	time_t ts)
+wx_note(struct chan_note *n, EVP_PKEY *key, const char *serial, const char *event,
+	const char *plain, time_t ts)
 {
-	char tsh[24], nonce[40], *sig = NULL;
-
-	assert_int_equal(wx_sign_notify(key, serial, apiv3, event, plain, ts, &n->body, tsh, nonce,
-					&sig),
-			 0);
-	n->len = strlen(n->body);
-	snprintf(n->headers, sizeof(n->headers),
-		 "Content-Type: application/json\r\nWechatpay-Timestamp: %s\r\n"
-		 "Wechatpay-Nonce: %s\r\nWechatpay-Signature: %s\r\nWechatpay-Serial: %s\r\n"
-		 "Wechatpay-Signature-Type: WECHATPAY2-SHA256-RSA2048\r\n",
-		 tsh, nonce, sig, serial);
-	free(sig);
+	assert_int_equal(chan_wx_note(&K, n, key, serial, event, plain, ts), 0);
 }
 
 static void
-wx_pay(struct note *n, const char *order, const char *txn, long long fen, EVP_PKEY *key,
+wx_pay(struct chan_note *n, const char *order, const char *txn, long long fen, EVP_PKEY *key,
        const char *serial, time_t ts)
 {
-	char plain[1024];
-
-	snprintf(plain, sizeof(plain),
-		 "{\"mchid\":\"1900000001\",\"appid\":\"wx0000000000000001\",\"out_trade_no\":"
-		 "\"%s\",\"transaction_id\":\"%s\",\"trade_type\":\"JSAPI\",\"trade_state\":"
-		 "\"SUCCESS\",\"trade_state_desc\":\"ok\",\"bank_type\":\"OTHERS\",\"success_time\":"
-		 "\"2026-12-02T10:34:56+08:00\",\"payer\":{\"openid\":\"o1\"},\"amount\":{\"total\":"
-		 "%lld,\"payer_total\":%lld,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}",
-		 order, txn, fen, fen);
-	wx_note(n, key, serial, "TRANSACTION.SUCCESS", plain, ts);
+	assert_int_equal(chan_wx_pay(&K, n, order, txn, fen, key, serial, ts), 0);
 }
 
 static void
-ali_note(struct note *n, EVP_PKEY *key, const char *const *k, const char *const *v, size_t cnt)
+ali_note(struct chan_note *n, EVP_PKEY *key, const char *const *k, const char *const *v,
+	 size_t cnt)
 {
-	assert_int_equal(ali_sign_notify(key, k, v, cnt, &n->body), 0);
-	n->len = strlen(n->body);
-	snprintf(n->headers, sizeof(n->headers),
-		 "Content-Type: application/x-www-form-urlencoded; charset=utf-8\r\n");
+	assert_int_equal(chan_ali_note(n, key, k, v, cnt), 0);
 }
 
 static void
-ali_pay(struct note *n, const char *order, const char *trade, const char *amount, EVP_PKEY *key)
+ali_pay(struct chan_note *n, const char *order, const char *trade, const char *amount,
+	EVP_PKEY *key)
 {
-	const char *k[] = {"notify_time", "notify_type", "notify_id", "app_id", "charset",
-			   "version", "trade_no", "out_trade_no", "trade_status", "total_amount",
-			   "subject"};
-	const char *v[] = {"2026-12-02 10:00:00", "trade_status_sync", trade, "2021000000000001",
-			   "utf-8", "1.0", trade, order, "TRADE_SUCCESS", amount,
-			   "\xe6\xb5\x8b\xe8\xaf\x95 & = + %"};
-
-	ali_note(n, key, k, v, 11);
+	assert_int_equal(chan_ali_pay(n, order, trade, amount, key), 0);
 }
 
 static void
-stripe_note(struct note *n, const char *secret, const char *json, time_t t)
+stripe_note(struct chan_note *n, const char *secret, const char *json, time_t t)
 {
-	char sig[512];
-
-	n->body = strdup(json);
-	n->len = strlen(json);
-	assert_int_equal(stripe_sign_header((const uint8_t *)secret, strlen(secret),
-					    (const uint8_t *)n->body, n->len, t, sig, sizeof(sig)),
-			 0);
-	snprintf(n->headers, sizeof(n->headers),
-		 "Content-Type: application/json\r\nStripe-Signature: %s\r\n", sig);
+	assert_int_equal(chan_stripe_note(n, secret, json, t), 0);
 }
 
 static void
-stripe_pay(struct note *n, const char *secret, const char *order, const char *pi, long long cents,
-	   time_t t)
+stripe_pay(struct chan_note *n, const char *secret, const char *order, const char *pi,
+	   long long cents, time_t t)
 {
-	char json[1024];
-
-	snprintf(json, sizeof(json),
-		 "{\"id\":\"evt_%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
-		 "\"created\":%lld,\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
-		 "\"id\":\"%s\",\"object\":\"payment_intent\",\"amount\":%lld,\"amount_received\":"
-		 "%lld,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"%s\"},\"status\":"
-		 "\"succeeded\"}}}",
-		 pi, (long long)t, pi, cents, cents, order);
-	stripe_note(n, secret, json, t);
+	assert_int_equal(chan_stripe_pay(n, secret, order, pi, cents, t), 0);
 }
 
 static int
-post(const char *path, const struct note *n, struct httpc_resp *r)
+post(const char *path, const struct chan_note *n, struct httpc_resp *r)
 {
-	return httpc_request(port, "POST", path, n->headers, n->body, n->len, 10000, r);
+	return chan_post(port, path, n, r);
 }
 
-/*
- * COUNT(*) over a clause built only from this file's constants. db_query caches statements by
- * the address of their SQL text, so a string built at run time goes through its own statement.
- */
 static long long
-rows(const char *table_where)
+rows(const char *clause)
 {
-	char sql[512];
-	MYSQL_STMT *st;
-	MYSQL_BIND b;
-	long long v = -1;
+	long long v = chan_rows(&db, clause);
 
-	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM %s", table_where);
-	st = mysql_stmt_init(db.my);
-	memset(&b, 0, sizeof(b));
-	b.buffer_type = MYSQL_TYPE_LONGLONG;
-	b.buffer = &v;
-	assert_int_equal(mysql_stmt_prepare(st, sql, strlen(sql)), 0);
-	assert_int_equal(mysql_stmt_execute(st), 0);
-	mysql_stmt_bind_result(st, &b);
-	mysql_stmt_fetch(st);
-	mysql_stmt_close(st);
+	assert_true(v >= 0);
 	return v;
 }
 
@@ -312,27 +157,7 @@ count_messages(unsigned long long id, int expect, int timeout_ms)
 static unsigned long long
 row_id(const char *table, const char *col, const char *val)
 {
-	char sql[256];
-	MYSQL_STMT *st;
-	MYSQL_BIND in, out;
-	long long v = 0;
-
-	snprintf(sql, sizeof(sql), "SELECT id FROM %s WHERE %s = ?", table, col);
-	st = mysql_stmt_init(db.my);
-	assert_int_equal(mysql_stmt_prepare(st, sql, strlen(sql)), 0);
-	memset(&in, 0, sizeof(in));
-	in.buffer_type = MYSQL_TYPE_STRING;
-	in.buffer = (void *)val;
-	in.buffer_length = strlen(val);
-	memset(&out, 0, sizeof(out));
-	out.buffer_type = MYSQL_TYPE_LONGLONG;
-	out.buffer = &v;
-	mysql_stmt_bind_param(st, &in);
-	assert_int_equal(mysql_stmt_execute(st), 0);
-	mysql_stmt_bind_result(st, &out);
-	mysql_stmt_fetch(st);
-	mysql_stmt_close(st);
-	return (unsigned long long)v;
+	return chan_row_id(&db, table, col, val);
 }
 
 static void
@@ -348,13 +173,13 @@ wxpay_payment_is_stored_published_and_acknowledged(void **state)
 {
 	char order[64], txn[64];
 	struct httpc_resp r;
-	struct note n;
+	struct chan_note n;
 	unsigned long long id;
 
 	(void)state;
 	uniq(order, sizeof(order), "WX");
 	uniq(txn, sizeof(txn), "42000");
-	wx_pay(&n, order, txn, 8888, wx_cert_key, wx_serial, time(NULL));
+	wx_pay(&n, order, txn, 8888, K.wx_cert_key, K.wx_serial, time(NULL));
 	assert_int_equal(post("/pay/callback/wxpay", &n, &r), 0);
 	assert_int_equal(r.status, 204);
 	id = row_id("pay_callback_log", "channel_trade_no", txn);
@@ -372,12 +197,12 @@ wxpay_public_key_mode_is_accepted_too(void **state)
 {
 	char order[64], txn[64];
 	struct httpc_resp r;
-	struct note n;
+	struct chan_note n;
 
 	(void)state;
 	uniq(order, sizeof(order), "WXP");
 	uniq(txn, sizeof(txn), "42001");
-	wx_pay(&n, order, txn, 1, wx_pub_key, wx_pubkey_id, time(NULL));
+	wx_pay(&n, order, txn, 1, K.wx_pub_key, K.wx_pubkey_id, time(NULL));
 	assert_int_equal(post("/pay/callback/wxpay/default", &n, &r), 0);
 	assert_int_equal(r.status, 204);
 	assert_true(row_id("pay_callback_log", "channel_trade_no", txn) > 0);
@@ -389,12 +214,12 @@ alipay_payment_with_old_and_new_key(void **state)
 {
 	char order[64], trade[64];
 	struct httpc_resp r;
-	struct note n;
+	struct chan_note n;
 
 	(void)state;
 	uniq(order, sizeof(order), "ALI");
 	uniq(trade, sizeof(trade), "2026120222001");
-	ali_pay(&n, order, trade, "88.88", ali_key);
+	ali_pay(&n, order, trade, "88.88", K.ali_key);
 	assert_int_equal(post("/pay/callback/alipay", &n, &r), 0);
 	assert_int_equal(r.status, 200);
 	assert_string_equal(r.body, "success");
@@ -403,7 +228,7 @@ alipay_payment_with_old_and_new_key(void **state)
 	/* The rotated-out key still verifies while it is configured. */
 	uniq(order, sizeof(order), "ALI");
 	uniq(trade, sizeof(trade), "2026120222001");
-	ali_pay(&n, order, trade, "0.10", ali_key_old);
+	ali_pay(&n, order, trade, "0.10", K.ali_key_old);
 	assert_int_equal(post("/pay/callback/alipay", &n, &r), 0);
 	assert_string_equal(r.body, "success");
 	assert_int_equal(rows("pay_callback_log WHERE channel = 'alipay' AND amount = 0.10"), 1);
@@ -415,18 +240,18 @@ stripe_payment_with_rotated_secrets(void **state)
 {
 	char order[64], pi[64];
 	struct httpc_resp r;
-	struct note n;
+	struct chan_note n;
 
 	(void)state;
 	uniq(order, sizeof(order), "ST");
 	uniq(pi, sizeof(pi), "pi_");
-	stripe_pay(&n, stripe_old, order, pi, 1999, time(NULL));
+	stripe_pay(&n, K.stripe_old, order, pi, 1999, time(NULL));
 	assert_int_equal(post("/pay/callback/stripe", &n, &r), 0);
 	assert_int_equal(r.status, 200);
 	free(n.body);
 	uniq(order, sizeof(order), "ST");
 	uniq(pi, sizeof(pi), "pi_");
-	stripe_pay(&n, stripe_new, order, pi, 2000, time(NULL));
+	stripe_pay(&n, K.stripe_new, order, pi, 2000, time(NULL));
 	assert_int_equal(post("/pay/callback/stripe", &n, &r), 0);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(rows("pay_callback_log WHERE channel = 'stripe' AND currency = 'USD' AND "
@@ -435,7 +260,7 @@ stripe_payment_with_rotated_secrets(void **state)
 	free(n.body);
 	/* shop2 knows only the new secret: the old one is rejected there. */
 	uniq(pi, sizeof(pi), "pi_");
-	stripe_pay(&n, stripe_old, order, pi, 2000, time(NULL));
+	stripe_pay(&n, K.stripe_old, order, pi, 2000, time(NULL));
 	assert_int_equal(post("/pay/callback/stripe/shop2", &n, &r), 0);
 	assert_int_equal(r.status, 400);
 	free(n.body);
@@ -446,7 +271,7 @@ refunds_of_each_channel_go_to_the_refund_log(void **state)
 {
 	char plain[1024], order[64], json[1024];
 	struct httpc_resp r;
-	struct note n;
+	struct chan_note n;
 	long long before = rows("refund_callback_log");
 
 	(void)state;
@@ -458,7 +283,7 @@ refunds_of_each_channel_go_to_the_refund_log(void **state)
 		 "\"amount\":{\"total\":8888,\"refund\":888,\"payer_total\":8888,\"payer_refund\":"
 		 "888}}",
 		 order, order, order, order);
-	wx_note(&n, wx_cert_key, wx_serial, "REFUND.SUCCESS", plain, time(NULL));
+	wx_note(&n, K.wx_cert_key, K.wx_serial, "REFUND.SUCCESS", plain, time(NULL));
 	assert_int_equal(post("/pay/callback/wxpay", &n, &r), 0);
 	assert_int_equal(r.status, 204);
 	free(n.body);
@@ -469,7 +294,7 @@ refunds_of_each_channel_go_to_the_refund_log(void **state)
 		const char *v[] = {"trade_status_sync", "nid-r", "2021000000000001", "utf-8",
 				   "T-R1", order, "TRADE_SUCCESS", "88.88", "8.88", "BIZ-R1",
 				   "2026-12-02 10:00:00"};
-		ali_note(&n, ali_key, k, v, 11);
+		ali_note(&n, K.ali_key, k, v, 11);
 		assert_int_equal(post("/pay/callback/alipay", &n, &r), 0);
 		assert_string_equal(r.body, "success");
 		free(n.body);
@@ -480,7 +305,7 @@ refunds_of_each_channel_go_to_the_refund_log(void **state)
 		 "\"usd\",\"status\":\"succeeded\",\"payment_intent\":\"pi_r%s\",\"metadata\":{"
 		 "\"order_id\":\"%s\"}}}}",
 		 order, order, order, order);
-	stripe_note(&n, stripe_new, json, time(NULL));
+	stripe_note(&n, K.stripe_new, json, time(NULL));
 	assert_int_equal(post("/pay/callback/stripe", &n, &r), 0);
 	assert_int_equal(r.status, 200);
 	free(n.body);
@@ -495,11 +320,11 @@ static void
 other_stripe_events_are_acknowledged_not_stored(void **state)
 {
 	struct httpc_resp r;
-	struct note n;
+	struct chan_note n;
 	long long before = total_rows();
 
 	(void)state;
-	stripe_note(&n, stripe_new,
+	stripe_note(&n, K.stripe_new,
 		    "{\"id\":\"evt_x\",\"object\":\"event\",\"type\":\"customer.created\","
 		    "\"data\":{\"object\":{\"id\":\"cus_1\",\"object\":\"customer\"}}}",
 		    time(NULL));
@@ -512,7 +337,7 @@ other_stripe_events_are_acknowledged_not_stored(void **state)
 /* ---- duplicates ------------------------------------------------------------------------- */
 
 struct storm {
-	const struct note *n;
+	const struct chan_note *n;
 	int status;
 	long long ms;
 };
@@ -538,13 +363,13 @@ two_hundred_concurrent_copies_one_row_one_message(void **state)
 	pthread_t t[N];
 	char order[64], txn[64];
 	unsigned long long id;
-	struct note n;
+	struct chan_note n;
 	int ok = 0;
 
 	(void)state;
 	uniq(order, sizeof(order), "STORM");
 	uniq(txn, sizeof(txn), "42009");
-	wx_pay(&n, order, txn, 100, wx_cert_key, wx_serial, time(NULL));
+	wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, time(NULL));
 	for (int i = 0; i < N; i++) {
 		s[i].n = &n;
 		s[i].status = 0;
@@ -605,14 +430,14 @@ static void
 hostile_requests_are_refused_and_nothing_is_stored(void **state)
 {
 	char order[64], txn[64], tmp[512], *p;
-	struct note good, n;
+	struct chan_note good, n;
 	struct hostile h;
 	time_t now = time(NULL);
 
 	(void)state;
 	uniq(order, sizeof(order), "HOST");
 	uniq(txn, sizeof(txn), "42666");
-	wx_pay(&good, order, txn, 100, wx_cert_key, wx_serial, now);
+	wx_pay(&good, order, txn, 100, K.wx_cert_key, K.wx_serial, now);
 
 #define H(nm, st, wb)                                                                            \
 	do {                                                                                     \
@@ -662,14 +487,14 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 	check_hostile(&h);
 
 	/* Signed timestamps 300 s away are rejected in both directions. */
-	wx_pay(&n, order, txn, 100, wx_cert_key, wx_serial, now - 300);
+	wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, now - 300);
 	H("timestamp 300 s old", 401, "timestamp");
 	snprintf(h.headers, sizeof(h.headers), "%s", n.headers);
 	h.body = n.body;
 	h.len = n.len;
 	check_hostile(&h);
 	free(n.body);
-	wx_pay(&n, order, txn, 100, wx_cert_key, wx_serial, now + 300);
+	wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, now + 300);
 	H("timestamp 300 s ahead", 401, "timestamp");
 	snprintf(h.headers, sizeof(h.headers), "%s", n.headers);
 	h.body = n.body;
@@ -678,14 +503,14 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 	free(n.body);
 
 	/* Correctly signed bodies that are malformed inside. */
-	wx_note(&n, wx_cert_key, wx_serial, "TRANSACTION.SUCCESS", "{\"out_trade_no\": 1", now);
+	wx_note(&n, K.wx_cert_key, K.wx_serial, "TRANSACTION.SUCCESS", "{\"out_trade_no\": 1", now);
 	H("malformed decrypted JSON", 400, "FAIL");
 	snprintf(h.headers, sizeof(h.headers), "%s", n.headers);
 	h.body = n.body;
 	h.len = n.len;
 	check_hostile(&h);
 	free(n.body);
-	wx_pay(&n, order, txn, 100, wx_cert_key, wx_serial, now);
+	wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, now);
 	{
 		/* Flip a ciphertext byte and re-sign the envelope: signature good, GCM tag bad. */
 		char *ct = strstr(n.body, "\"ciphertext\":\"") + 14;
@@ -703,7 +528,7 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 		size_t ml = strlen(tmp) + n.len + 1;
 		char *msg = malloc(ml + 1);
 		snprintf(msg, ml + 1, "%s%s\n", tmp, n.body);
-		assert_int_equal(sig_rsa_sha256_sign(wx_cert_key, (const uint8_t *)msg, ml, &sig,
+		assert_int_equal(sig_rsa_sha256_sign(K.wx_cert_key, (const uint8_t *)msg, ml, &sig,
 						     &siglen),
 				 0);
 		char *b64 = malloc(SIG_B64_ENCODED_LEN(siglen) + 1);
@@ -766,7 +591,7 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 				   "out_trade_no", "trade_status", "total_amount"};
 		const char *v[] = {"trade_status_sync", "n", "2099999999999999", "utf-8", "T1",
 				   "O1", "TRADE_SUCCESS", "1.00"};
-		ali_note(&n, ali_key, k, v, 8);
+		ali_note(&n, K.ali_key, k, v, 8);
 		H("alipay foreign app_id", 400, "fail");
 		h.path = "/pay/callback/alipay";
 		h.body = n.body;
@@ -775,7 +600,7 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 		free(n.body);
 		v[2] = "2021000000000001";
 		v[7] = "1.234";
-		ali_note(&n, ali_key, k, v, 8);
+		ali_note(&n, K.ali_key, k, v, 8);
 		H("alipay amount with three decimals", 400, "fail");
 		h.path = "/pay/callback/alipay";
 		h.body = n.body;
@@ -783,7 +608,7 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 		check_hostile(&h);
 		free(n.body);
 		v[7] = "1.00";
-		ali_note(&n, ali_key, k, v, 8);
+		ali_note(&n, K.ali_key, k, v, 8);
 		H("alipay signature over other values", 400, "fail");
 		h.path = "/pay/callback/alipay";
 		h.body = n.body;
@@ -793,7 +618,7 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 		check_hostile(&h);
 		free(n.body);
 	}
-	stripe_pay(&n, stripe_new, "O", "pi_old", 100, now - 301);
+	stripe_pay(&n, K.stripe_new, "O", "pi_old", 100, now - 301);
 	H("stripe timestamp 301 s old", 400, NULL);
 	h.path = "/pay/callback/stripe";
 	snprintf(h.headers, sizeof(h.headers), "%s", n.headers);
@@ -809,7 +634,7 @@ hostile_requests_are_refused_and_nothing_is_stored(void **state)
 	h.len = n.len;
 	check_hostile(&h);
 	free(n.body);
-	stripe_note(&n, stripe_new, "{\"id\":\"evt\",\"type\":\"payment_intent.succeeded\"", now);
+	stripe_note(&n, K.stripe_new, "{\"id\":\"evt\",\"type\":\"payment_intent.succeeded\"", now);
 	H("stripe malformed JSON", 400, NULL);
 	h.path = "/pay/callback/stripe";
 	snprintf(h.headers, sizeof(h.headers), "%s", n.headers);
@@ -859,20 +684,20 @@ unreachable_broker_still_stores_and_acknowledges_within_budget(void **state)
 {
 	char conf[300], log[300], brokers[64], order[64], txn[64];
 	struct httpc_resp r;
-	struct note n;
+	struct chan_note n;
 	int save = port;
 
 	(void)state;
 	/* Nothing listens on dead_port + 1: the producer cannot reach any broker. */
 	snprintf(brokers, sizeof(brokers), "127.0.0.1:%d", httpc_free_port());
-	snprintf(conf, sizeof(conf), "%s/dead.conf", dir);
-	snprintf(log, sizeof(log), "%s/ingest-dead.log", dir);
+	snprintf(conf, sizeof(conf), "%s/dead.conf", K.dir);
+	snprintf(log, sizeof(log), "%s/ingest-dead.log", K.dir);
 	write_conf(conf, brokers, dead_port, dead_admin_port);
 	dead_pid = spawn_ingest(conf, log, dead_admin_port);
 	port = dead_port;
 	uniq(order, sizeof(order), "NOKAFKA");
 	uniq(txn, sizeof(txn), "42777");
-	wx_pay(&n, order, txn, 100, wx_cert_key, wx_serial, time(NULL));
+	wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, time(NULL));
 	assert_int_equal(post("/pay/callback/wxpay", &n, &r), 0);
 	port = save;
 	assert_int_equal(r.status, 204);
@@ -926,21 +751,15 @@ main(void)
 	char conf[300], log[300];
 	int rc;
 
-	if (harness_setup(&cf, "ingest", NULL) != 0 || mkdtemp(dir) == NULL)
+	if (harness_setup(&cf, "ingest", NULL) != 0 || chan_keys_new(&K) != 0)
 		return 1;
 	harness_db(&cf, &db);
-	wx_cert_key = tk_rsa_new();
-	wx_pub_key = tk_rsa_new();
-	ali_key = tk_rsa_new();
-	ali_key_old = tk_rsa_new();
-	for (int i = 0; i < 32; i++)
-		apiv3[i] = (uint8_t)("abcdefghijklmnopqrstuvwxyz012345"[(i * 7) % 32]);
 	port = httpc_free_port();
 	admin_port = httpc_free_port();
 	dead_port = httpc_free_port();
 	dead_admin_port = httpc_free_port();
-	snprintf(conf, sizeof(conf), "%s/paycb.conf", dir);
-	snprintf(log, sizeof(log), "%s/ingest.log", dir);
+	snprintf(conf, sizeof(conf), "%s/paycb.conf", K.dir);
+	snprintf(log, sizeof(log), "%s/ingest.log", K.dir);
 	write_conf(conf, cf.kafka.brokers, port, admin_port);
 	ingest_pid = spawn_ingest(conf, log, admin_port);
 	printf("# ingest log: %s\n", log);
@@ -949,10 +768,7 @@ main(void)
 		stop_daemon(ingest_pid);
 	if (dead_pid > 0)
 		stop_daemon(dead_pid);
-	EVP_PKEY_free(wx_cert_key);
-	EVP_PKEY_free(wx_pub_key);
-	EVP_PKEY_free(ali_key);
-	EVP_PKEY_free(ali_key_old);
+	chan_keys_free(&K);
 	db_close(&db);
 	harness_teardown(&cf);
 	return rc;
