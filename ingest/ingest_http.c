@@ -3,7 +3,8 @@
  *
  * Routes: POST /pay/callback/{channel} (merchant "default") and
  * POST /pay/callback/{channel}/{merchant_id}. Unknown route, channel or merchant: 404; other
- * methods: 405; a body over ingest.max_body_bytes: 413 without reading it. Each connection has
+ * methods: 405; a body declared over ingest.max_body_bytes: 413 without reading it (a chunked
+ * body that grows past it is discarded as it arrives, then 413). Each connection has
  * its own thread, because a request blocks on the database and on the delivery report; the
  * in-flight limit answers 503 at once instead of queueing past a channel's time budget.
  */
@@ -25,7 +26,8 @@ struct req_ctx {
 	uint8_t *buf;
 	size_t len, cap;
 	int counted;   /* holds an in-flight slot */
-	int responded; /* a response was queued early (413) */
+	int too_large; /* a chunked body passed the limit: discard the rest, then 413 */
+	int responded; /* the answer was queued */
 };
 
 struct hdr_set {
@@ -171,13 +173,19 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	if (*upload_len) {
 		size_t n = *upload_len;
 		*upload_len = 0;
-		if (x->responded)
+		if (x->too_large)
 			return MHD_YES;
 		if (x->len + n > (size_t)in->cf->ingest.max_body_bytes) {
-			/* A chunked body grew past the limit: answer now and read no further. */
-			x->responded = 1;
-			metrics_inc(in->m.http_errors[2], 1);
-			return http_fail(c, x->ch, 413, "body too large");
+			/*
+			 * A chunked body grew past the limit. libmicrohttpd cannot answer in the
+			 * middle of an upload, so the rest is discarded as it arrives (memory stays
+			 * bounded, the read timeout bounds a slow sender) and 413 follows.
+			 */
+			x->too_large = 1;
+			free(x->buf);
+			x->buf = NULL;
+			x->len = x->cap = 0;
+			return MHD_YES;
 		}
 		if (x->len + n > x->cap) {
 			size_t cap = x->cap ? x->cap * 2 : 4096;
@@ -195,6 +203,13 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	}
 	if (x->responded)
 		return MHD_YES;
+	x->responded = 1;
+	if (x->too_large) {
+		metrics_inc(in->m.http_errors[2], 1);
+		log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
+			 channel_name(x->ch), x->im->cm->id);
+		return http_fail(c, x->ch, 413, "body too large");
+	}
 	memset(&hs, 0, sizeof(hs));
 	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &hs);
 	if (hs.overflow)
@@ -206,7 +221,6 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	req.body = x->buf ? x->buf : (const uint8_t *)"";
 	req.len = x->len;
 	ingest_handle(in, &req, &resp);
-	x->responded = 1;
 	return http_send(c, resp.status, resp.type, resp.body);
 }
 
