@@ -759,11 +759,49 @@ valid_traffic_was_served_throughout(void **state)
 	ingest_pid = 0;
 }
 
+static char log_path[300];
+
+static void
+logs_hold_no_secret_and_no_body(void **state)
+{
+	char *pw = NULL, err[256];
+	const char *needles[8];
+	size_t len = 0, nn = 0;
+	FILE *fp;
+	char *text;
+	long sz;
+
+	(void)state;
+	assert_int_equal(cfg_read_secret(cf.db.password_file, &pw, &len, err, sizeof(err)), 0);
+	needles[nn++] = K.stripe_new;
+	needles[nn++] = K.stripe_old;
+	needles[nn++] = (const char *)K.apiv3;
+	needles[nn++] = pw;
+	needles[nn++] = "\"ciphertext\"";            /* a WeChat body */
+	needles[nn++] = "\"payment_intent.succeeded\""; /* a Stripe body */
+	needles[nn++] = "trade_status=TRADE_SUCCESS";  /* an Alipay body */
+	needles[nn++] = "DROP TABLE";                  /* a hostile body */
+	fp = fopen(log_path, "r");
+	assert_non_null(fp);
+	fseek(fp, 0, SEEK_END);
+	sz = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	text = calloc(1, (size_t)sz + 1);
+	assert_int_equal(fread(text, 1, (size_t)sz, fp), (size_t)sz);
+	fclose(fp);
+	assert_true(sz > 1000);
+	for (size_t i = 0; i < nn; i++)
+		if (strstr(text, needles[i]))
+			fail_msg("the ingest log contains needle %zu", i);
+	free(text);
+	free(pw);
+}
+
 int
 main(void)
 {
-	struct CMUnitTest tests[NCASES + 3];
-	char conf[300], log[300];
+	struct CMUnitTest tests[NCASES + 4];
+	char conf[300], *log = log_path;
 	size_t n = 0;
 	int rc;
 
@@ -774,13 +812,14 @@ main(void)
 	tests[n++] =
 	    (struct CMUnitTest)cmocka_unit_test(flood_of_unverified_requests_is_refused_quickly);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(valid_traffic_was_served_throughout);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(logs_hold_no_secret_and_no_body);
 	if (harness_setup(&cf, "hostile", NULL) != 0 || chan_keys_new(&K) != 0)
 		return 1;
 	harness_db(&cf, &db);
 	port = httpc_free_port();
 	admin_port = httpc_free_port();
 	snprintf(conf, sizeof(conf), "%s/paycb.conf", K.dir);
-	snprintf(log, sizeof(log), "%s/ingest.log", K.dir);
+	snprintf(log_path, sizeof(log_path), "%s/ingest.log", K.dir);
 	/* A small unverified limit so the flood is shed with 503s rather than queued. */
 	if (chan_write_conf(&cf, &K, conf, cf.kafka.brokers, port, admin_port,
 			    "max_unverified = 16; max_inflight = 256;") != 0 ||
