@@ -1,0 +1,184 @@
+/*
+ * ingest_notify - what the three channel verifiers share: the parsed notification, the
+ * rejection reasons, the per-merchant key material, the verify/parse and signing entry points,
+ * and key loading.
+ *
+ * A verifier takes the raw request (headers and body bytes exactly as received), checks its
+ * authenticity first and only then parses it into a struct notify. Nothing here logs; the
+ * caller logs the verr_name() label, the reason text, lengths and body hashes.
+ */
+#ifndef PAYCB_INGEST_NOTIFY_H
+#define PAYCB_INGEST_NOTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+struct form;   /* common/form.h */
+struct json_t; /* jansson */
+
+enum notify_kind { NOTIFY_PAYMENT = 1, NOTIFY_REFUND = 2, NOTIFY_IGNORED = 3 };
+
+/* Why a request was rejected; used for metrics labels (see verr_name()). */
+enum verr {
+	VERR_OK = 0,
+	VERR_HEADER,      /* missing, duplicated, malformed header */
+	VERR_TIMESTAMP,   /* outside the channel's tolerance */
+	VERR_SERIAL,      /* unknown key id */
+	VERR_SIGNATURE,   /* signature or MAC does not verify, or is not decodable */
+	VERR_DECRYPT,     /* AEAD failure, malformed ciphertext or nonce */
+	VERR_BODY,        /* malformed JSON/form, non-UTF-8, missing field */
+	VERR_MERCHANT,    /* app_id/mchid mismatch */
+	VERR_AMOUNT,      /* amount not a non-negative integer/decimal within MONEY_MAX_MINOR */
+	VERR_UNSUPPORTED, /* sign_type not RSA2, algorithm not AEAD_AES_256_GCM, unknown currency */
+};
+/* "ok", "header", "timestamp", "serial", "signature", "decrypt", "body", "merchant",
+ * "amount", "unsupported"; "unknown" for anything else. */
+const char *verr_name(enum verr);
+
+struct http_hdr {
+	const char *name; /* as received; may contain duplicates; NUL-terminated */
+	const char *value;
+};
+
+/* Bodies larger than this are rejected as VERR_BODY before any crypto is done. */
+#define NOTIFY_BODY_MAX (1024 * 1024)
+#define NOTIFY_STR      128
+#define NOTIFY_TOLERANCE_DEFAULT 300
+
+/*
+ * One verified notification. Ids are the channels' own: event_id is the WeChat envelope id,
+ * the Alipay notify_id or the Stripe evt_ id; channel_trade_no is the WeChat transaction_id,
+ * the Alipay trade_no or the Stripe PaymentIntent id (the charge id for a charge without
+ * one). For refunds refund_no is the channel's refund id (WeChat refund_id, Alipay out_biz_no
+ * or else "<trade_no>-<gmt_refund>", Stripe re_ id or "<charge id>:<amount_refunded>").
+ */
+struct notify {
+	enum notify_kind kind;
+	char event_id[NOTIFY_STR];
+	char event_type[64]; /* TRANSACTION.SUCCESS, trade_status_sync, payment_intent.succeeded */
+	char channel_trade_no[NOTIFY_STR];
+	char out_trade_no[NOTIFY_STR]; /* the merchant's order number */
+	char refund_no[NOTIFY_STR];
+	/* Refunds: the merchant's refund request number (wx out_refund_no, alipay out_biz_no). */
+	char merchant_refund_no[NOTIFY_STR];
+	char status[32]; /* trade_state / trade_status / refund_status / stripe status */
+	/* Payment: the amount paid; refund: this refund, or the refunded total when cumulative. */
+	int64_t amount_minor;
+	int refund_cumulative;     /* alipay refund_fee and stripe charge.refunded are totals */
+	int64_t order_total_minor; /* when a refund says it (wx amount.total), else -1 */
+	char currency[4];          /* upper-case ISO 4217 */
+};
+
+struct wx_key {
+	char serial[80]; /* platform cert serial (hex) or PUB_KEY_ID_... */
+	EVP_PKEY *pkey;
+};
+struct wx_merchant {
+	char mchid[40]; /* "" disables the mchid check */
+	uint8_t apiv3_key[32];
+	size_t apiv3_key_len; /* 32; 16 (AES-128) only for the official Go test vector */
+	struct wx_key keys[8];
+	int nkeys;
+	int tolerance_s; /* 300; <= 0 means 300 */
+};
+struct ali_merchant {
+	char app_id[40];
+	EVP_PKEY *keys[4];
+	int nkeys;
+};
+struct stripe_secret {
+	uint8_t *bytes;
+	size_t len;
+};
+struct stripe_merchant {
+	struct stripe_secret secrets[4];
+	int nsecrets;
+	int tolerance_s;    /* 300; <= 0 means 300 */
+	char order_key[64]; /* metadata key carrying the order number; "" means "order_id" */
+};
+
+/*
+ * Each verifies the raw body and headers, then parses it into *out. reason gets a short human
+ * message (never a secret, never body content beyond field names). On any result other than
+ * VERR_OK *out must not be used.
+ */
+enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
+			  const uint8_t *body, size_t len, time_t now, struct notify *out,
+			  char *reason, size_t rlen);
+enum verr ali_verify_parse(const struct ali_merchant *, const uint8_t *body, size_t len,
+			   struct notify *out, char *reason, size_t rlen);
+enum verr stripe_verify_parse(const struct stripe_merchant *, const struct http_hdr *,
+			      size_t nhdrs, const uint8_t *body, size_t len, time_t now,
+			      struct notify *out, char *reason, size_t rlen);
+
+/*
+ * Decrypts the resource of a WeChat notification body into a new buffer *plain (free it)
+ * WITHOUT checking the signature: for tests and operator tools only, never for ingest.
+ */
+enum verr wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_t len,
+			  uint8_t **plain, size_t *plen, char *reason, size_t rlen);
+
+/*
+ * Builds Alipay's string to sign from decoded parameters: every parameter except "sign"
+ * (and except "sign_type" unless keep_sign_type, which gives the "V2" rule), sorted by name
+ * bytes, joined as name=value with '&'. *out is a new buffer (free it). Returns 0 or -1.
+ */
+int ali_sign_content(const struct form *params, int keep_sign_type, char **out, size_t *outlen);
+
+/*
+ * Signing side, used by the simulator (paycb-sim) and tests so their notifications go through
+ * exactly the verifier above. They produce headers/body as the real channel would. Each
+ * returns 0 or -1; outputs that are char ** are new buffers to free.
+ */
+int wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
+		   const char *event_type, const char *resource_plaintext_json, time_t ts,
+		   /* out */ char **body, char hdr_timestamp[24], char hdr_nonce[40],
+		   char **hdr_signature);
+int ali_sign_notify(EVP_PKEY *alipay_priv, /* params without sign */ const char *const *keys,
+		    const char *const *values, size_t n,
+		    char **form_body /* urlencoded, with sign_type=RSA2&sign=... */);
+int stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen,
+		       time_t t, char *hdr, size_t hlen);
+
+/*
+ * keys_*: load merchant keys from files. Each returns 0 or -1 with err naming the file and
+ * what is wrong (never the secret).
+ *
+ * keys_wx_add: a platform certificate PEM (serial taken from the certificate; key_id, if not
+ * NULL, must name the same serial) or a WeChat Pay public-key PEM, whose key_id must be its
+ * "PUB_KEY_ID_<digits>". keys_wx_apiv3_load: exactly 32 bytes after trimming one trailing
+ * newline. keys_ali_add: an Alipay public key (PEM, bare base64 or certificate).
+ * keys_stripe_add: an endpoint secret, one trailing newline trimmed.
+ */
+int keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
+		size_t errlen);
+int keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen);
+int keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
+int keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
+/* Free every key and wipe every secret; the struct is zeroed and may be reused. */
+void keys_wx_free(struct wx_merchant *m);
+void keys_ali_free(struct ali_merchant *m);
+void keys_stripe_free(struct stripe_merchant *m);
+
+/*
+ * Helpers shared by the channel parsers (defined in ingest_keys.c). Each enum verr helper
+ * writes reason itself; path/key name the field in messages ("amount" "total").
+ */
+void notify_init(struct notify *n);
+int notify_copy(char *dst, size_t cap, const char *src, size_t len);
+enum verr notify_json_load(const uint8_t *p, size_t n, struct json_t **out, char *reason,
+			   size_t rlen);
+enum verr notify_json_str(const struct json_t *obj, const char *path, const char *key,
+			  char *dst, size_t cap, int required, char *reason, size_t rlen);
+enum verr notify_json_amount(const struct json_t *obj, const char *path, const char *key,
+			     int64_t *out, char *reason, size_t rlen);
+enum verr notify_currency(const char *code, char dst[4], char *reason, size_t rlen);
+/* How often the header (name case-insensitive) occurs; *val and *vlen get the first occurrence's
+ * value with surrounding spaces and tabs trimmed. */
+int notify_header(const struct http_hdr *h, size_t n, const char *name, const char **val,
+		  size_t *vlen);
+
+#endif

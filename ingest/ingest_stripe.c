@@ -1,0 +1,308 @@
+/*
+ * ingest_stripe - verification and parsing of Stripe webhook events, and the matching
+ * Stripe-Signature signer for the simulator and tests.
+ *
+ * The header is "t=<unix>,v1=<hex>[,v1=<hex>...]" plus keys we ignore (v0, unknown ones). The
+ * MAC is HMAC-SHA256(endpoint secret as given, "<t>.<raw body>"), compared in constant time
+ * with every v1 under every configured secret, so secrets can be rolled. As in all three
+ * official SDKs the signature is checked first, then the age: older than the tolerance is
+ * rejected (300 s old passes, 301 s fails) and timestamps in the future are not. v1 hex is
+ * decoded before comparing, as stripe-go does, so upper-case hex is accepted. See
+ * shared/notes/channel-specs.md section 3.
+ */
+#include "ingest_notify.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "sig.h"
+
+#define STRIPE_HEADER_MAX 4096
+#define STRIPE_V1_MAX     8
+#define STRIPE_T_DIGITS   18
+
+struct stripe_hdr {
+	int64_t t;
+	int have_t;
+	uint8_t v1[STRIPE_V1_MAX][SIG_SHA256_LEN];
+	int nv1;
+};
+
+/*
+ * stripe_header - parses the comma-separated items. Like stripe-go, an item that is not
+ * exactly one key=value pair makes the whole header invalid.
+ */
+static enum verr
+stripe_header(const char *s, size_t n, struct stripe_hdr *h, char *reason, size_t rlen)
+{
+	size_t pos = 0;
+
+	memset(h, 0, sizeof(*h));
+	while (pos <= n) {
+		const char *item = s + pos, *comma = memchr(item, ',', n - pos), *eq;
+		size_t ilen = comma != NULL ? (size_t)(comma - item) : n - pos, klen, vlen;
+		const char *val;
+
+		eq = memchr(item, '=', ilen);
+		if (eq == NULL || memchr(eq + 1, '=', ilen - (size_t)(eq - item) - 1) != NULL) {
+			snprintf(reason, rlen, "Stripe-Signature item is not key=value");
+			return VERR_HEADER;
+		}
+		klen = (size_t)(eq - item);
+		val = eq + 1;
+		vlen = ilen - klen - 1;
+		if (klen == 1 && item[0] == 't') {
+			if (h->have_t || vlen == 0 || vlen > STRIPE_T_DIGITS) {
+				snprintf(reason, rlen, "Stripe-Signature timestamp duplicated or malformed");
+				return VERR_HEADER;
+			}
+			for (size_t i = 0; i < vlen; i++) {
+				if (val[i] < '0' || val[i] > '9') {
+					snprintf(reason, rlen, "Stripe-Signature timestamp malformed");
+					return VERR_HEADER;
+				}
+				h->t = h->t * 10 + (val[i] - '0');
+			}
+			h->have_t = 1;
+		} else if (klen == 2 && item[0] == 'v' && item[1] == '1') {
+			size_t dlen;
+
+			if (h->nv1 >= STRIPE_V1_MAX || vlen != 2 * SIG_SHA256_LEN ||
+			    sig_hex_decode(val, vlen, h->v1[h->nv1], SIG_SHA256_LEN, &dlen) != 0) {
+				snprintf(reason, rlen, "Stripe-Signature v1 malformed or too many");
+				return VERR_HEADER;
+			}
+			h->nv1++;
+		}
+		if (comma == NULL)
+			break;
+		pos += ilen + 1;
+	}
+	if (!h->have_t) {
+		snprintf(reason, rlen, "Stripe-Signature has no timestamp");
+		return VERR_HEADER;
+	}
+	if (h->nv1 == 0) {
+		snprintf(reason, rlen, "Stripe-Signature has no v1 signature");
+		return VERR_HEADER;
+	}
+	return VERR_OK;
+}
+
+/* stripe_order - the order number from metadata[key], or else from fallback (may be NULL). */
+static enum verr
+stripe_order(const json_t *obj, const char *key, const char *fallback, struct notify *out,
+	     char *reason, size_t rlen)
+{
+	const json_t *md = json_object_get(obj, "metadata");
+
+	if (json_is_object(md) && json_is_string(json_object_get(md, key)))
+		return notify_json_str(md, "metadata", key, out->out_trade_no,
+				       sizeof(out->out_trade_no), 1, reason, rlen);
+	if (fallback != NULL && json_is_string(json_object_get(obj, fallback)))
+		return notify_json_str(obj, NULL, fallback, out->out_trade_no,
+				       sizeof(out->out_trade_no), 1, reason, rlen);
+	snprintf(reason, rlen, "missing metadata.%s", key);
+	return VERR_BODY;
+}
+
+/* stripe_ref - copies obj[key] if it is a string, else obj.id: the trade a refund belongs to. */
+static enum verr
+stripe_ref(const json_t *obj, const char *key, char *dst, size_t cap, char *reason, size_t rlen)
+{
+	if (json_is_string(json_object_get(obj, key)))
+		return notify_json_str(obj, NULL, key, dst, cap, 1, reason, rlen);
+	return notify_json_str(obj, NULL, "id", dst, cap, 1, reason, rlen);
+}
+
+static enum verr
+stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *out, char *reason,
+	     size_t rlen)
+{
+	const char *key = m->order_key[0] != '\0' ? m->order_key : "order_id";
+	const json_t *obj = json_object_get(json_object_get(ev, "data"), "object");
+	const char *type = out->event_type;
+	char currency[8], tmp[NOTIFY_STR];
+	enum verr e;
+
+	out->kind = NOTIFY_IGNORED;
+	if (strcmp(type, "payment_intent.succeeded") == 0) {
+		out->kind = NOTIFY_PAYMENT;
+	} else if (strcmp(type, "checkout.session.completed") == 0 ||
+		   strcmp(type, "checkout.session.async_payment_succeeded") == 0) {
+		out->kind = NOTIFY_PAYMENT;
+	} else if (strcmp(type, "charge.refunded") == 0 || strcmp(type, "refund.created") == 0 ||
+		   strcmp(type, "refund.updated") == 0) {
+		out->kind = NOTIFY_REFUND;
+	} else {
+		return VERR_OK;
+	}
+	if (!json_is_object(obj)) {
+		snprintf(reason, rlen, "missing data.object");
+		return VERR_BODY;
+	}
+	if ((e = notify_json_str(obj, "data.object", "currency", currency, sizeof(currency), 1,
+				 reason, rlen)) ||
+	    (e = notify_currency(currency, out->currency, reason, rlen)))
+		return e;
+	if (strcmp(type, "payment_intent.succeeded") == 0) {
+		const json_t *recv = json_object_get(obj, "amount_received");
+
+		if ((e = notify_json_str(obj, "data.object", "id", out->channel_trade_no,
+					 sizeof(out->channel_trade_no), 1, reason, rlen)) ||
+		    (e = notify_json_str(obj, "data.object", "status", out->status,
+					 sizeof(out->status), 0, reason, rlen)) ||
+		    (e = notify_json_amount(obj, "data.object",
+					    recv != NULL && !json_is_null(recv) ? "amount_received"
+										  : "amount",
+					    &out->amount_minor, reason, rlen)))
+			return e;
+		return stripe_order(obj, key, NULL, out, reason, rlen);
+	}
+	if (strncmp(type, "checkout.session.", 17) == 0) {
+		/* A delayed payment method completes the session unpaid; wait for the money. */
+		if ((e = notify_json_str(obj, "data.object", "payment_status", out->status,
+					 sizeof(out->status), 1, reason, rlen)))
+			return e;
+		if (strcmp(out->status, "paid") != 0) {
+			out->kind = NOTIFY_IGNORED;
+			return VERR_OK;
+		}
+		if ((e = stripe_ref(obj, "payment_intent", out->channel_trade_no,
+				    sizeof(out->channel_trade_no), reason, rlen)) ||
+		    (e = notify_json_amount(obj, "data.object", "amount_total", &out->amount_minor,
+					    reason, rlen)))
+			return e;
+		return stripe_order(obj, key, "client_reference_id", out, reason, rlen);
+	}
+	if (strcmp(type, "charge.refunded") == 0) {
+		/* amount_refunded is cumulative; charge id plus that amount names this state. */
+		out->refund_cumulative = 1;
+		if ((e = notify_json_str(obj, "data.object", "id", tmp, sizeof(tmp), 1, reason,
+					 rlen)) ||
+		    (e = notify_json_amount(obj, "data.object", "amount_refunded",
+					    &out->amount_minor, reason, rlen)) ||
+		    (e = notify_json_str(obj, "data.object", "status", out->status,
+					 sizeof(out->status), 0, reason, rlen)))
+			return e;
+		if (json_is_integer(json_object_get(obj, "amount")) &&
+		    (e = notify_json_amount(obj, "data.object", "amount", &out->order_total_minor,
+					    reason, rlen)))
+			return e;
+		if ((size_t)snprintf(out->refund_no, sizeof(out->refund_no), "%s:%lld", tmp,
+				     (long long)out->amount_minor) >= sizeof(out->refund_no)) {
+			snprintf(reason, rlen, "data.object.id too long for a refund id");
+			return VERR_BODY;
+		}
+		/* A charge made without a PaymentIntent is its own trade. */
+		if ((e = stripe_ref(obj, "payment_intent", out->channel_trade_no,
+				    sizeof(out->channel_trade_no), reason, rlen)))
+			return e;
+		return stripe_order(obj, key, NULL, out, reason, rlen);
+	}
+	/* refund.created / refund.updated: only a succeeded refund moves money. */
+	if ((e = notify_json_str(obj, "data.object", "status", out->status, sizeof(out->status), 1,
+				 reason, rlen)))
+		return e;
+	if (strcmp(out->status, "succeeded") != 0) {
+		out->kind = NOTIFY_IGNORED;
+		return VERR_OK;
+	}
+	if ((e = notify_json_str(obj, "data.object", "id", out->refund_no, sizeof(out->refund_no), 1,
+				 reason, rlen)) ||
+	    (e = notify_json_amount(obj, "data.object", "amount", &out->amount_minor, reason,
+				    rlen)) ||
+	    (e = stripe_ref(obj, json_is_string(json_object_get(obj, "payment_intent"))
+					 ? "payment_intent"
+					 : "charge",
+			    out->channel_trade_no, sizeof(out->channel_trade_no), reason, rlen)))
+		return e;
+	return stripe_order(obj, key, NULL, out, reason, rlen);
+}
+
+enum verr
+stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs, size_t nhdrs,
+		    const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
+		    size_t rlen)
+{
+	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
+	uint8_t mac[SIG_SHA256_LEN];
+	struct stripe_hdr h;
+	struct sig_part parts[2];
+	char tstr[24];
+	const char *v;
+	size_t vlen;
+	json_t *ev = NULL;
+	int count, match = 0;
+	enum verr e;
+
+	notify_init(out);
+	if (rlen > 0)
+		reason[0] = '\0';
+	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
+		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
+		return VERR_BODY;
+	}
+	if ((count = notify_header(hdrs, nhdrs, "Stripe-Signature", &v, &vlen)) != 1 || vlen == 0 ||
+	    vlen > STRIPE_HEADER_MAX) {
+		snprintf(reason, rlen, "%s Stripe-Signature header",
+			 count > 1 ? "duplicated" : count == 0 || vlen == 0 ? "missing" : "oversized");
+		return VERR_HEADER;
+	}
+	if ((e = stripe_header(v, vlen, &h, reason, rlen)) != VERR_OK)
+		return e;
+	/* The SDKs sign the re-printed integer, so "t=0170..." would not match them either. */
+	snprintf(tstr, sizeof(tstr), "%lld.", (long long)h.t);
+	parts[0] = (struct sig_part){tstr, strlen(tstr)};
+	parts[1] = (struct sig_part){body, len};
+	for (int s = 0; s < m->nsecrets && s < 4; s++) {
+		if (sig_hmac_sha256v(m->secrets[s].bytes, m->secrets[s].len, parts, 2, mac) != 0)
+			continue;
+		for (int i = 0; i < h.nv1; i++)
+			match |= sig_ct_equal(mac, h.v1[i], SIG_SHA256_LEN);
+	}
+	if (!match) {
+		snprintf(reason, rlen, "no v1 signature matches");
+		return VERR_SIGNATURE;
+	}
+	if ((int64_t)now - h.t > tol) {
+		snprintf(reason, rlen, "Stripe-Signature timestamp %lld s old, tolerance %d s",
+			 (long long)((int64_t)now - h.t), tol);
+		return VERR_TIMESTAMP;
+	}
+	if ((e = notify_json_load(body, len, &ev, reason, rlen)) != VERR_OK)
+		return e;
+	/* Events without a type (the SDK test payload) are authentic but carry nothing for us. */
+	if ((e = notify_json_str(ev, NULL, "id", out->event_id, sizeof(out->event_id), 1, reason,
+				 rlen)) ||
+	    (e = notify_json_str(ev, NULL, "type", out->event_type, sizeof(out->event_type), 0,
+				 reason, rlen)))
+		goto done;
+	e = stripe_parse(m, ev, out, reason, rlen);
+done:
+	json_decref(ev);
+	return e;
+}
+
+int
+stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen, time_t t,
+		   char *hdr, size_t hlen)
+{
+	uint8_t mac[SIG_SHA256_LEN];
+	char tstr[24], hex[2 * SIG_SHA256_LEN + 1];
+	struct sig_part parts[2];
+	int n;
+
+	if (t < 0 || (body == NULL && blen > 0) || hdr == NULL)
+		return -1;
+	snprintf(tstr, sizeof(tstr), "%lld.", (long long)t);
+	parts[0] = (struct sig_part){tstr, strlen(tstr)};
+	parts[1] = (struct sig_part){body, blen};
+	if (sig_hmac_sha256v(secret, len, parts, 2, mac) != 0 ||
+	    sig_hex_encode(mac, sizeof(mac), hex, sizeof(hex)) != 0)
+		return -1;
+	n = snprintf(hdr, hlen, "t=%lld,v1=%s", (long long)t, hex);
+	return n < 0 || (size_t)n >= hlen ? -1 : 0;
+}

@@ -1,0 +1,452 @@
+/*
+ * ingest_wxpay - verification and parsing of WeChat Pay APIv3 notifications, and the
+ * matching signer for the simulator and tests.
+ *
+ * Order of checks: the four Wechatpay-* headers (each exactly once), the timestamp against an
+ * injected clock (|now - ts| >= tolerance is rejected, past or future, as wechatpay-go does),
+ * the key by Wechatpay-Serial, SHA256withRSA over "ts\nnonce\nbody\n" on the raw body bytes,
+ * and only then JSON parsing, AEAD_AES_256_GCM decryption of the resource and parsing of the
+ * plaintext. See shared/notes/channel-specs.md section 1.
+ */
+#include "ingest_notify.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+
+#include "sig.h"
+
+#define WX_SIGNATURE_TYPE "WECHATPAY2-SHA256-RSA2048"
+#define WX_ALGORITHM      "AEAD_AES_256_GCM"
+#define WX_NONCE_MAX      64 /* header nonce; WeChat sends 32 characters */
+#define WX_TS_DIGITS_MAX  18 /* keeps the parsed timestamp far from INT64_MAX */
+#define WX_GCM_NONCE_LEN  12 /* the documented resource.nonce length; Go's GCM requires it */
+
+struct wx_hdrs {
+	const char *ts, *nonce, *sig, *serial;
+	size_t tslen, noncelen, siglen, seriallen;
+	int64_t t;
+};
+
+/* wx_printable - whether every byte is visible ASCII, so no LF can shift the signed lines. */
+static int
+wx_printable(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static enum verr
+wx_one_header(const struct http_hdr *h, size_t n, const char *name, const char **v, size_t *vlen,
+	      char *reason, size_t rlen)
+{
+	int count = notify_header(h, n, name, v, vlen);
+
+	if (count > 1) {
+		snprintf(reason, rlen, "duplicated %s header", name);
+		return VERR_HEADER;
+	}
+	if (count == 0 || *vlen == 0) {
+		snprintf(reason, rlen, "missing %s header", name);
+		return VERR_HEADER;
+	}
+	return VERR_OK;
+}
+
+static enum verr
+wx_headers(const struct http_hdr *h, size_t n, struct wx_hdrs *w, char *reason, size_t rlen)
+{
+	const char *st;
+	size_t stlen;
+	enum verr e;
+	int count;
+
+	if ((e = wx_one_header(h, n, "Wechatpay-Timestamp", &w->ts, &w->tslen, reason, rlen)) ||
+	    (e = wx_one_header(h, n, "Wechatpay-Nonce", &w->nonce, &w->noncelen, reason, rlen)) ||
+	    (e = wx_one_header(h, n, "Wechatpay-Signature", &w->sig, &w->siglen, reason, rlen)) ||
+	    (e = wx_one_header(h, n, "Wechatpay-Serial", &w->serial, &w->seriallen, reason, rlen)))
+		return e;
+	/* An absent type means the only one there is; anything else is a scheme we lack. */
+	if ((count = notify_header(h, n, "Wechatpay-Signature-Type", &st, &stlen)) > 1) {
+		snprintf(reason, rlen, "duplicated Wechatpay-Signature-Type header");
+		return VERR_HEADER;
+	}
+	if (count == 1 &&
+	    (stlen != strlen(WX_SIGNATURE_TYPE) || memcmp(st, WX_SIGNATURE_TYPE, stlen) != 0)) {
+		snprintf(reason, rlen, "Wechatpay-Signature-Type is not " WX_SIGNATURE_TYPE);
+		return VERR_UNSUPPORTED;
+	}
+	/* Only plain digits: the signed line is the header text, and Go re-prints the number. */
+	w->t = 0;
+	for (size_t i = 0; i < w->tslen; i++) {
+		if (w->ts[i] < '0' || w->ts[i] > '9' || w->tslen > WX_TS_DIGITS_MAX) {
+			snprintf(reason, rlen, "Wechatpay-Timestamp is not a decimal number");
+			return VERR_HEADER;
+		}
+		w->t = w->t * 10 + (w->ts[i] - '0');
+	}
+	if (w->noncelen > WX_NONCE_MAX || !wx_printable(w->nonce, w->noncelen)) {
+		snprintf(reason, rlen, "Wechatpay-Nonce too long or not printable ASCII");
+		return VERR_HEADER;
+	}
+	if (w->seriallen >= sizeof(((struct wx_key *)0)->serial) ||
+	    !wx_printable(w->serial, w->seriallen)) {
+		snprintf(reason, rlen, "Wechatpay-Serial too long or not printable ASCII");
+		return VERR_HEADER;
+	}
+	return VERR_OK;
+}
+
+/*
+ * wx_find_key - public-key ids ("PUB_KEY_ID_...") match exactly; certificate serials match as
+ * hex numbers, ignoring case and leading zeros.
+ */
+static const struct wx_key *
+wx_find_key(const struct wx_merchant *m, const char *serial, size_t len)
+{
+	char s[sizeof(((struct wx_key *)0)->serial)];
+
+	memcpy(s, serial, len);
+	s[len] = '\0';
+	for (int i = 0; i < m->nkeys && i < 8; i++) {
+		const struct wx_key *k = &m->keys[i];
+
+		if (k->pkey == NULL)
+			continue;
+		if (strncmp(s, "PUB_KEY_ID_", 11) == 0 || strncmp(k->serial, "PUB_KEY_ID_", 11) == 0) {
+			if (strcmp(s, k->serial) == 0)
+				return k;
+		} else if (sig_serial_equal(s, k->serial)) {
+			return k;
+		}
+	}
+	return NULL;
+}
+
+/* wx_open - decrypts envelope.resource into a new NUL-terminated buffer. */
+static enum verr
+wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t *plen,
+	char *reason, size_t rlen)
+{
+	const json_t *res = json_object_get(env, "resource");
+	char alg[32];
+	const char *ct, *nonce, *aad;
+	size_t ctlen, noncelen, aadlen, rawlen = 0, outlen = 0;
+	uint8_t *raw = NULL, *out = NULL;
+	enum verr e;
+
+	*plain = NULL;
+	if (!json_is_object(res)) {
+		snprintf(reason, rlen, "missing resource object");
+		return VERR_BODY;
+	}
+	if ((e = notify_json_str(res, "resource", "algorithm", alg, sizeof(alg), 1, reason, rlen)))
+		return e;
+	if (strcmp(alg, WX_ALGORITHM) != 0) {
+		snprintf(reason, rlen, "resource.algorithm is not " WX_ALGORITHM);
+		return VERR_UNSUPPORTED;
+	}
+	if (!json_is_string(json_object_get(res, "ciphertext")) ||
+	    !json_is_string(json_object_get(res, "nonce"))) {
+		snprintf(reason, rlen, "resource.ciphertext or resource.nonce missing");
+		return VERR_BODY;
+	}
+	ct = json_string_value(json_object_get(res, "ciphertext"));
+	ctlen = json_string_length(json_object_get(res, "ciphertext"));
+	nonce = json_string_value(json_object_get(res, "nonce"));
+	noncelen = json_string_length(json_object_get(res, "nonce"));
+	/* A missing associated_data counts as "", as in apache-httpclient. */
+	aad = json_is_string(json_object_get(res, "associated_data"))
+		      ? json_string_value(json_object_get(res, "associated_data"))
+		      : "";
+	aadlen = strlen(aad);
+	if (m->apiv3_key_len != 16 && m->apiv3_key_len != 32) {
+		snprintf(reason, rlen, "merchant APIv3 key is not 32 bytes");
+		return VERR_DECRYPT;
+	}
+	if (noncelen != WX_GCM_NONCE_LEN) {
+		snprintf(reason, rlen, "resource.nonce is not %d bytes", WX_GCM_NONCE_LEN);
+		return VERR_DECRYPT;
+	}
+	if ((raw = malloc(SIG_B64_DECODED_MAX(ctlen) + 1)) == NULL) {
+		snprintf(reason, rlen, "out of memory");
+		return VERR_DECRYPT;
+	}
+	e = VERR_DECRYPT;
+	if (sig_b64_decode(ct, ctlen, raw, SIG_B64_DECODED_MAX(ctlen), &rawlen) != 0 ||
+	    rawlen < SIG_GCM_TAG_LEN) {
+		snprintf(reason, rlen, "resource.ciphertext is not base64 of ciphertext and tag");
+		goto done;
+	}
+	outlen = rawlen - SIG_GCM_TAG_LEN;
+	if ((out = malloc(outlen + 1)) == NULL) {
+		snprintf(reason, rlen, "out of memory");
+		goto done;
+	}
+	if (sig_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, (const uint8_t *)nonce, noncelen,
+				(const uint8_t *)aad, aadlen, raw, rawlen, out, &outlen) != 0) {
+		snprintf(reason, rlen, WX_ALGORITHM " authentication failed");
+		goto done;
+	}
+	out[outlen] = '\0';
+	*plain = out;
+	*plen = outlen;
+	out = NULL;
+	e = VERR_OK;
+done:
+	free(raw);
+	free(out);
+	return e;
+}
+
+enum verr
+wx_decrypt_body(const struct wx_merchant *m, const uint8_t *body, size_t len, uint8_t **plain,
+		size_t *plen, char *reason, size_t rlen)
+{
+	json_t *env;
+	enum verr e;
+
+	*plain = NULL;
+	if ((e = notify_json_load(body, len, &env, reason, rlen)) != VERR_OK)
+		return e;
+	e = wx_open(m, env, plain, plen, reason, rlen);
+	json_decref(env);
+	return e;
+}
+
+/* wx_mchid - the plaintext's mchid (sp_mchid in partner mode) must be the merchant's. */
+static enum verr
+wx_mchid(const struct wx_merchant *m, const json_t *p, char *reason, size_t rlen)
+{
+	const json_t *v = json_object_get(p, "mchid");
+
+	if (m->mchid[0] == '\0')
+		return VERR_OK;
+	if (v == NULL)
+		v = json_object_get(p, "sp_mchid");
+	if (!json_is_string(v) || strcmp(json_string_value(v), m->mchid) != 0) {
+		snprintf(reason, rlen, "mchid is not this merchant's");
+		return VERR_MERCHANT;
+	}
+	return VERR_OK;
+}
+
+static enum verr
+wx_parse_plain(const struct wx_merchant *m, const uint8_t *plain, size_t plen, struct notify *out,
+	       char *reason, size_t rlen)
+{
+	const json_t *amount;
+	char currency[8];
+	json_t *p = NULL;
+	enum verr e;
+
+	if ((e = notify_json_load(plain, plen, &p, reason, rlen)) != VERR_OK)
+		return e;
+	if ((e = wx_mchid(m, p, reason, rlen)) != VERR_OK)
+		goto done;
+	e = VERR_BODY;
+	if (!json_is_object(amount = json_object_get(p, "amount"))) {
+		snprintf(reason, rlen, "missing amount object");
+		goto done;
+	}
+	if ((e = notify_json_str(p, NULL, "transaction_id", out->channel_trade_no,
+				 sizeof(out->channel_trade_no), 1, reason, rlen)) ||
+	    (e = notify_json_str(p, NULL, "out_trade_no", out->out_trade_no,
+				 sizeof(out->out_trade_no), 1, reason, rlen)) ||
+	    (e = notify_json_str(amount, "amount", "currency", currency, sizeof(currency), 0,
+				 reason, rlen)))
+		goto done;
+	if ((e = notify_currency(currency[0] != '\0' ? currency : "CNY", out->currency, reason,
+				 rlen)))
+		goto done;
+	if (out->kind == NOTIFY_PAYMENT) {
+		if ((e = notify_json_str(p, NULL, "trade_state", out->status, sizeof(out->status), 1,
+					 reason, rlen)) ||
+		    (e = notify_json_amount(amount, "amount", "total", &out->amount_minor, reason,
+					    rlen)))
+			goto done;
+	} else {
+		if ((e = notify_json_str(p, NULL, "refund_id", out->refund_no,
+					 sizeof(out->refund_no), 1, reason, rlen)) ||
+		    (e = notify_json_str(p, NULL, "out_refund_no", out->merchant_refund_no,
+					 sizeof(out->merchant_refund_no), 1, reason, rlen)) ||
+		    (e = notify_json_str(p, NULL, "refund_status", out->status, sizeof(out->status),
+					 1, reason, rlen)) ||
+		    (e = notify_json_amount(amount, "amount", "refund", &out->amount_minor, reason,
+					    rlen)) ||
+		    (e = notify_json_amount(amount, "amount", "total", &out->order_total_minor,
+					    reason, rlen)))
+			goto done;
+	}
+	e = VERR_OK;
+done:
+	json_decref(p);
+	return e;
+}
+
+enum verr
+wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
+		const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
+		size_t rlen)
+{
+	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
+	uint8_t sig[SIG_RSA_MAX_BYTES], *plain = NULL;
+	const struct wx_key *key;
+	struct sig_part parts[6];
+	struct wx_hdrs w;
+	size_t siglen, plen = 0;
+	int64_t skew;
+	json_t *env = NULL;
+	enum verr e;
+
+	notify_init(out);
+	if (rlen > 0)
+		reason[0] = '\0';
+	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
+		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
+		return VERR_BODY;
+	}
+	if ((e = wx_headers(h, nhdrs, &w, reason, rlen)) != VERR_OK)
+		return e;
+	skew = (int64_t)now > w.t ? (int64_t)now - w.t : w.t - (int64_t)now;
+	if (skew >= tol) {
+		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
+			 (long long)skew, tol);
+		return VERR_TIMESTAMP;
+	}
+	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
+		snprintf(reason, rlen, "no key for this Wechatpay-Serial");
+		return VERR_SERIAL;
+	}
+	if (w.siglen > SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES) ||
+	    sig_b64_decode(w.sig, w.siglen, sig, sizeof(sig), &siglen) != 0) {
+		snprintf(reason, rlen, "Wechatpay-Signature is not base64 of an RSA signature");
+		return VERR_SIGNATURE;
+	}
+	parts[0] = (struct sig_part){w.ts, w.tslen};
+	parts[1] = (struct sig_part){"\n", 1};
+	parts[2] = (struct sig_part){w.nonce, w.noncelen};
+	parts[3] = (struct sig_part){"\n", 1};
+	parts[4] = (struct sig_part){body, len};
+	parts[5] = (struct sig_part){"\n", 1};
+	if (sig_rsa_sha256_verifyv(key->pkey, parts, 6, sig, siglen) != 0) {
+		snprintf(reason, rlen, "signature does not verify");
+		return VERR_SIGNATURE;
+	}
+	/* Authentic from here on: what follows is parsing WeChat's own message. */
+	if ((e = notify_json_load(body, len, &env, reason, rlen)) != VERR_OK)
+		return e;
+	if ((e = notify_json_str(env, NULL, "id", out->event_id, sizeof(out->event_id), 1, reason,
+				 rlen)) ||
+	    (e = notify_json_str(env, NULL, "event_type", out->event_type, sizeof(out->event_type),
+				 1, reason, rlen)))
+		goto done;
+	if ((e = wx_open(m, env, &plain, &plen, reason, rlen)) != VERR_OK)
+		goto done;
+	if (strcmp(out->event_type, "TRANSACTION.SUCCESS") == 0)
+		out->kind = NOTIFY_PAYMENT;
+	else if (strncmp(out->event_type, "REFUND.", 7) == 0)
+		out->kind = NOTIFY_REFUND;
+	else
+		out->kind = NOTIFY_IGNORED;
+	if (out->kind != NOTIFY_IGNORED)
+		e = wx_parse_plain(m, plain, plen, out, reason, rlen);
+done:
+	if (plain != NULL)
+		OPENSSL_clear_free(plain, plen + 1);
+	json_decref(env);
+	return e;
+}
+
+/* wx_random_text - n random letters and digits plus a NUL, for nonces and ids. */
+static int
+wx_random_text(char *out, size_t n)
+{
+	static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz";
+	unsigned char r[64];
+
+	if (n > sizeof(r) || RAND_bytes(r, (int)n) != 1)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		out[i] = alnum[r[i] % (sizeof(alnum) - 1)];
+	out[n] = '\0';
+	return 0;
+}
+
+int
+wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
+	       const char *event_type, const char *resource_plaintext_json, time_t ts, char **body,
+	       char hdr_timestamp[24], char hdr_nonce[40], char **hdr_signature)
+{
+	int refund = event_type != NULL && strncmp(event_type, "REFUND.", 7) == 0;
+	const char *otype = refund ? "refund" : "transaction";
+	const char *summary = strcmp(event_type ? event_type : "", "TRANSACTION.SUCCESS") == 0
+				      ? "\xe6\x94\xaf\xe4\xbb\x98\xe6\x88\x90\xe5\x8a\x9f"
+				      : refund ? "\xe9\x80\x80\xe6\xac\xbe\xe9\x80\x9a\xe7\x9f\xa5"
+					       : "notification";
+	char gcm_nonce[WX_GCM_NONCE_LEN + 1], id[40], created[40];
+	size_t ptlen, ctlen, siglen;
+	uint8_t *ct = NULL, *sig = NULL;
+	char *ct64 = NULL, *text = NULL;
+	struct sig_part parts[6];
+	json_t *env = NULL;
+	time_t local;
+	struct tm tm;
+	int rc = -1;
+
+	*body = NULL;
+	*hdr_signature = NULL;
+	if (platform_priv == NULL || serial == NULL || serial[0] == '\0' || apiv3_key == NULL ||
+	    event_type == NULL || resource_plaintext_json == NULL || ts < 0)
+		return -1;
+	ptlen = strlen(resource_plaintext_json);
+	ctlen = ptlen + SIG_GCM_TAG_LEN;
+	/* The ids and create_time follow WeChat's shape: "EV-..." and RFC 3339 in UTC+8. */
+	local = ts + 8 * 3600;
+	if (gmtime_r(&local, &tm) == NULL ||
+	    strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%S+08:00", &tm) == 0)
+		goto done;
+	memcpy(id, "EV-", 3);
+	if (wx_random_text(id + 3, 24) != 0 || wx_random_text(gcm_nonce, WX_GCM_NONCE_LEN) != 0 ||
+	    wx_random_text(hdr_nonce, 32) != 0)
+		goto done;
+	if ((ct = malloc(ctlen)) == NULL ||
+	    sig_aes_gcm_encrypt(apiv3_key, 32, (const uint8_t *)gcm_nonce, WX_GCM_NONCE_LEN,
+				(const uint8_t *)otype, strlen(otype),
+				(const uint8_t *)resource_plaintext_json, ptlen, ct, &ctlen) != 0 ||
+	    (ct64 = sig_b64_encode_alloc(ct, ctlen)) == NULL)
+		goto done;
+	env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id,
+			"create_time", created, "resource_type", "encrypt-resource", "event_type",
+			event_type, "summary", summary, "resource", "original_type", otype,
+			"algorithm", WX_ALGORITHM, "ciphertext", ct64, "associated_data", otype,
+			"nonce", gcm_nonce);
+	if (env == NULL || (text = json_dumps(env, JSON_COMPACT)) == NULL)
+		goto done;
+	snprintf(hdr_timestamp, 24, "%lld", (long long)ts);
+	parts[0] = (struct sig_part){hdr_timestamp, strlen(hdr_timestamp)};
+	parts[1] = (struct sig_part){"\n", 1};
+	parts[2] = (struct sig_part){hdr_nonce, strlen(hdr_nonce)};
+	parts[3] = (struct sig_part){"\n", 1};
+	parts[4] = (struct sig_part){text, strlen(text)};
+	parts[5] = (struct sig_part){"\n", 1};
+	if (sig_rsa_sha256_signv(platform_priv, parts, 6, &sig, &siglen) != 0 ||
+	    (*hdr_signature = sig_b64_encode_alloc(sig, siglen)) == NULL)
+		goto done;
+	*body = text;
+	text = NULL;
+	rc = 0;
+done:
+	free(ct);
+	free(ct64);
+	free(sig);
+	free(text);
+	json_decref(env);
+	return rc;
+}
