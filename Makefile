@@ -52,7 +52,7 @@ INTEG_SRCS  := $(wildcard tests/integ/test_*.c)
 TEST_SUPPORT := $(wildcard tests/support/*.c)
 TEST_BINS   := $(patsubst tests/%.c,bin/tests/%,$(UNIT_SRCS) $(INTEG_SRCS))
 
-.PHONY: docs all test check unit integ deps services-up services-down services-clean migrate \
+.PHONY: fuzzers docs all test check unit integ deps services-up services-down services-clean migrate \
 	run stop bench chaos fuzz clean format install
 
 all: $(PROGS) $(TEST_BINS)
@@ -151,3 +151,30 @@ docs: bin/paycb-migrate
 	@{ sed '/<!-- settings:begin -->/q' docs/config.md; bin/paycb-migrate --config-doc; \
 	  sed -n '/<!-- settings:end -->/,$$p' docs/config.md; } > docs/config.md.new
 	@mv docs/config.md.new docs/config.md
+
+# ---- fuzzing (clang libFuzzer) ------------------------------------------------------------
+# `make fuzz` runs every harness for FUZZ_SECONDS each, seeded from ../shared/vectors;
+# tests/fuzz/test_fuzz_smoke.sh (part of make test) runs each for a few seconds.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefined \
+		-Icommon -Iingest -Itests/support $(PKG_CFLAGS)
+FUZZ_SRCS    := $(wildcard common/*.c) $(filter-out ingest/main.c,$(wildcard ingest/*.c)) \
+		tests/support/testkeys.c tests/fuzz/fuzz_common.c
+FUZZ_OBJS    := $(patsubst %.c,build/fuzz/%.o,$(FUZZ_SRCS))
+FUZZERS      := $(patsubst tests/fuzz/fuzz_%.c,bin/fuzz/fuzz_%,$(filter-out tests/fuzz/fuzz_common.c,$(wildcard tests/fuzz/fuzz_*.c)))
+
+build/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -c -o $@ $<
+
+bin/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+fuzzers: $(FUZZERS)
+
+fuzz: $(FUZZERS)
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
