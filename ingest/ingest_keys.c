@@ -1,7 +1,6 @@
 /*
- * ingest_keys - loading of per-merchant key material from files, and the small helpers the
- * three channel parsers share (reason names, header lookup, bounded field copies, JSON
- * field access).
+ * ingest_keys - loading of per-merchant key material from files (the helpers the channel
+ * parsers share are in ingest_notify.c).
  *
  * Key and secret files are read with a size bound and never echoed: error messages name the
  * file and the problem only. Secrets are wiped from memory when freed.
