@@ -53,6 +53,12 @@ migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *re
 				ladder_topic(cf, k, name, sizeof(name));
 			else
 				conf_topic(cf, suffix, name, sizeof(name));
+			/* Steps with equal delays share one delay topic. */
+			int seen = 0;
+			for (int j = 0; j < n; j++)
+				seen |= strcmp(names[j], name) == 0;
+			if (seen)
+				continue;
 			names[n] = strdup(name);
 			cnames[n] = names[n];
 			parts[n] = strcmp(p, "=") == 0 ? (int)cf->kafka.partitions : atoi(p);

@@ -1,0 +1,127 @@
+/*
+ * retrier - the one scheduler of paycb's retries (docs/retrier.md).
+ *
+ * Every cycle the retrier checks for stuck rows, leases the due rows of both callback logs
+ * and republishes them on their ladder step's delay topic (or the main topic for a lost
+ * first attempt), makes rows past the last step dead and dead-letters them, relays the
+ * order_events outbox rows the processor left unsent, clears the bodies of old done rows,
+ * and refreshes its gauges. Each row is claimed by one conditional UPDATE, so any number of
+ * retriers can run side by side; each publish waits for its delivery report.
+ *
+ * Modules: retrier_daemon.c (state, cycle, daemon callbacks, metrics), retrier_sweep.c (due
+ * rows), retrier_dlq.c (dead rows), retrier_publish.c (parallel confirmed publishing),
+ * retrier_outbox.c, retrier_purge.c, retrier_alarm.c (stuck rows, alerts, gauges).
+ */
+#ifndef PAYCB_RETRIER_H
+#define PAYCB_RETRIER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "cfg.h"
+#include "conf.h"
+#include "db.h"
+#include "kq.h"
+
+/* The two callback logs, indexing every per-table SQL array. */
+enum rlog { RLOG_PAY = 0, RLOG_REFUND = 1 };
+#define RLOG_N 2
+
+/* One confirmed publish (retrier_publish). */
+struct retrier_job {
+	const char *topic;
+	char key[200];
+	size_t klen;
+	char *val; /* owned by the caller */
+	size_t vlen;
+	int rc; /* kq_produce_wait's result; 1 = skipped (the phase's budget ran out) */
+	char err[256];
+};
+
+/* What one cycle did, summed over both logs. */
+struct retrier_counts {
+	long long due;         /* due pending rows seen */
+	long long leased;      /* leases won */
+	long long lost_race;   /* leases another retrier (or the processor) won */
+	long long republished; /* confirmed publishes of due rows */
+	long long failed;      /* publishes that failed; their leases expire */
+	long long dead;        /* rows this retrier made dead */
+	long long dlq_sent;    /* dead letters confirmed */
+	long long outbox_sent; /* outbox rows relayed */
+	long long purged;      /* bodies cleared */
+	long long stuck;       /* pending rows overdue by more than stuck_after_s */
+};
+
+struct admin;
+
+struct retrier {
+	const struct conf *cf;
+	struct db db;
+	struct kq_producer *kp;
+	struct admin *admin;
+	char topic_main[256], topic_dlq[256], topic_events[256];
+	char topic_step[CFG_LIST_MAX + 1][256]; /* 1-based */
+	long long next_cycle_ms;
+	unsigned int rng;
+	atomic_int ready; /* the last cycle reached the database */
+	/* Stuck-row alarm: whether it is up and when it last raised an alert. */
+	int alarm_up;
+	long long alarm_alert_ms;
+	/* Purge cursors: done_at up to which bodies were cleared, per log. */
+	char purge_cursor[RLOG_N][32];
+	struct retrier_counts last; /* the last cycle's counts, for tests and logs */
+};
+
+/* retrier_daemon.c */
+int retrier_open(const struct conf *cf, struct retrier **out, char *err, size_t errlen);
+/* Flushes the producer; returns the number of messages left undelivered. */
+int retrier_close(struct retrier *r);
+/* One full cycle. *more is set when a batch was full (run the next cycle at once). Returns 0,
+ * or -1 when a step failed (logged; the next cycle tries again). */
+int retrier_cycle(struct retrier *r, int *more);
+int retrier_d_init(const struct conf *cf, void **state);
+int retrier_d_loop(void *state);
+int retrier_d_drain(void *state);
+const char *retrier_log_name(enum rlog lg);
+long long retrier_now_ms(void);
+
+/* retrier_sweep.c: leases and republishes due rows of one log. */
+extern const char *const retrier_sql_due[RLOG_N];
+int retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *full);
+
+/* retrier_dlq.c */
+/* Makes a due row past the last step dead, with its alert, in one transaction. Returns 1 when
+ * this retrier made it dead, 0 when another won, -1 on a database error. */
+int retrier_make_dead(struct retrier *r, enum rlog lg, unsigned long long id, int retry_count,
+                      const char *next_retry_at, const char *merchant, const char *order,
+                      const char *last_error);
+/* Publishes dead rows whose dead letter is not yet confirmed. */
+int retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *full);
+
+/* retrier_publish.c: publishes jobs in parallel; returns how many were delivered. */
+int retrier_publish(struct retrier *r, struct retrier_job *jobs, int n);
+
+/* retrier_outbox.c */
+int retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full);
+
+/* retrier_purge.c */
+int retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c);
+
+/* retrier_alarm.c */
+int retrier_alert(struct db *db, const char *kind, unsigned long long id, const char *merchant,
+                  const char *order, const char *detail);
+int retrier_alarm_check(struct retrier *r, struct retrier_counts *c);
+int retrier_gauges(struct retrier *r);
+
+/* Metrics, created once per process (retrier_daemon.c). */
+struct metric;
+struct retrier_metrics {
+	struct metric *republished[RLOG_N][CFG_LIST_MAX + 1]; /* per step; 0 = main topic */
+	struct metric *lost_race, *publish_failed, *dead, *dlq_sent, *outbox_sent, *purged;
+	struct metric *pending[RLOG_N][CFG_LIST_MAX + 2]; /* per retry_count 0..n+1 */
+	struct metric *dead_rows[RLOG_N], *dlq_unsent[RLOG_N], *stuck[RLOG_N];
+	struct metric *stuck_oldest_s, *sweep_us, *cycle_errors;
+};
+extern struct retrier_metrics retrier_mx;
+
+#endif

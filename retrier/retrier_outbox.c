@@ -1,0 +1,143 @@
+/*
+ * retrier_outbox - relays order_events rows the processor left unsent.
+ *
+ * The processor writes an order_events row in the transaction that changes the order and
+ * publishes it right after the commit; if that publish or the process is lost, the row stays
+ * with sent_at NULL. Rows unsent for longer than retrier.outbox_after_s are published here
+ * on <prefix>.order-events (key merchant|order, value the payload as stored) and marked sent
+ * only after the delivery report, with a conditional UPDATE. Delivery is at least once:
+ * another retrier or a late processor may publish the same row too, and consumers
+ * deduplicate on the stable event_id. idx_unsent (sent_at, created_at) serves the query.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "retrier.h"
+
+#define OUTBOX_PAYLOAD_MAX 65536
+
+static const char *const sql_unsent =
+    "SELECT id, event_id, event_type, merchant_id, out_trade_no, IFNULL(callback_id, 0), "
+    "payload FROM order_events WHERE sent_at IS NULL AND created_at <= NOW(3) - INTERVAL ? "
+    "SECOND ORDER BY created_at LIMIT ?";
+static const char *const sql_sent =
+    "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND sent_at IS NULL";
+
+struct ob_row {
+	unsigned long long id, callback_id;
+	char event_id[201], event_type[49];
+	int refund;
+};
+
+struct ob_set {
+	struct ob_row *rows;
+	struct retrier_job *jobs;
+	const char *topic;
+	int n, cap, too_big;
+};
+
+static int
+ob_collect(void *arg, struct db_out *o)
+{
+	struct ob_set *s = arg;
+	struct retrier_job *j;
+	struct ob_row *w;
+	int n;
+
+	if (s->n >= s->cap)
+		return 1;
+	if (o[6].truncated) {
+		/* It stays unsent and shows in the logs every sweep until someone looks. */
+		log_error(NULL, "event=outbox_payload_too_large outbox_id=%lld length=%lu", o[0].i,
+		          o[6].len);
+		s->too_big++;
+		return 0;
+	}
+	w = &s->rows[s->n];
+	j = &s->jobs[s->n];
+	w->id = (unsigned long long)o[0].i;
+	snprintf(w->event_id, sizeof(w->event_id), "%s", o[1].buf);
+	snprintf(w->event_type, sizeof(w->event_type), "%s", o[2].buf);
+	w->refund = strncmp(w->event_type, "order.refund", 12) == 0;
+	w->callback_id = (unsigned long long)o[5].i;
+	n = snprintf(j->key, sizeof(j->key), "%s|%s", o[3].buf, o[4].buf);
+	if (n < 0 || (size_t)n >= sizeof(j->key) || (j->val = strdup(o[6].buf)) == NULL)
+		return 0;
+	j->klen = (size_t)n;
+	j->vlen = o[6].len;
+	j->topic = s->topic;
+	s->n++;
+	return 0;
+}
+
+/* retrier_outbox_sweep - publishes one batch of overdue outbox rows. */
+int
+retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
+{
+	char b_event[201], b_type[49], b_merchant[65], b_order[129];
+	char *payload = malloc(OUTBOX_PAYLOAD_MAX);
+	struct db_out out[7] = {DBO_I64(),
+	                        DBO_STR(b_event, sizeof(b_event)),
+	                        DBO_STR(b_type, sizeof(b_type)),
+	                        DBO_STR(b_merchant, sizeof(b_merchant)),
+	                        DBO_STR(b_order, sizeof(b_order)),
+	                        DBO_I64(),
+	                        DBO_STR(payload, OUTBOX_PAYLOAD_MAX)};
+	struct db_in in[2] = {DBI_I64(r->cf->retrier.outbox_after_s),
+	                      DBI_I64(r->cf->retrier.batch)};
+	struct ob_set s = {NULL, NULL, r->topic_events, 0, (int)r->cf->retrier.batch, 0};
+	unsigned long long rows = 0;
+	int rc = -1;
+
+	*full = 0;
+	if (payload == NULL || (s.rows = calloc((size_t)s.cap, sizeof(*s.rows))) == NULL ||
+	    (s.jobs = calloc((size_t)s.cap, sizeof(*s.jobs))) == NULL) {
+		log_error(NULL, "event=outbox_failed error=\"out of memory\"");
+		goto done;
+	}
+	if (db_query(&r->db, sql_unsent, in, 2, out, 7, ob_collect, &s, &rows) != DB_OK) {
+		log_warn(NULL, "event=outbox_failed error=\"%s\"", r->db.last_error);
+		goto done;
+	}
+	/* Rows too large to relay do not count, or they would keep the cycle from resting. */
+	*full = s.n >= s.cap && rows >= (unsigned long long)s.cap;
+	retrier_publish(r, s.jobs, s.n);
+	rc = 0;
+	for (int i = 0; i < s.n; i++) {
+		struct db_in in1[1] = {DBI_I64(s.rows[i].id)};
+		char id[24], e1[128], e2[256];
+
+		if (s.rows[i].callback_id)
+			log_cbid(id, s.rows[i].callback_id, s.rows[i].refund);
+		else
+			snprintf(id, sizeof(id), "-");
+		if (s.jobs[i].rc != 0) {
+			c->failed++;
+			metrics_inc(retrier_mx.publish_failed, 1);
+			log_warn(id, "event=outbox_publish_failed event_id=%s error=\"%s\"",
+			         log_safe(e1, sizeof(e1), s.rows[i].event_id),
+			         log_safe(e2, sizeof(e2), s.jobs[i].err));
+			continue;
+		}
+		if (db_exec(&r->db, sql_sent, in1, 1, NULL, NULL) != DB_OK) {
+			log_warn(id, "event=outbox_mark_failed error=\"%s\"", r->db.last_error);
+			rc = -1;
+			continue;
+		}
+		c->outbox_sent++;
+		metrics_inc(retrier_mx.outbox_sent, 1);
+		log_info(id, "event=outbox_relayed event_id=%s event_type=%s topic=%s",
+		         log_safe(e1, sizeof(e1), s.rows[i].event_id), s.rows[i].event_type,
+		         r->topic_events);
+	}
+done:
+	for (int i = 0; s.jobs && i < s.n; i++)
+		free(s.jobs[i].val);
+	free(s.jobs);
+	free(s.rows);
+	free(payload);
+	return rc;
+}

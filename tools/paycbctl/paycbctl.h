@@ -1,0 +1,67 @@
+/*
+ * paycbctl - the SRE tool (docs/paycbctl.md): list, show, dead, replay.
+ *
+ * It is not a daemon but reads the same configuration (-c) and reports errors the same way.
+ * Read-only commands never print a raw body, only its length and SHA-256. Every replay, dry
+ * run or not, leaves an audit_log row naming who, what, and the result.
+ *
+ * Exit codes: 0 done (including "nothing to do"), 1 some target failed or was not found,
+ * 64 usage, 69 database or Kafka unavailable, 78 configuration error.
+ */
+#ifndef PAYCB_PAYCBCTL_H
+#define PAYCB_PAYCBCTL_H
+
+#include <stdio.h>
+
+#include "conf.h"
+#include "db.h"
+#include "kq.h"
+
+#define CTL_OK      0
+#define CTL_FAILED  1
+#define CTL_USAGE   64
+#define CTL_UNAVAIL 69
+
+enum ctl_log { CTL_PAY = 0, CTL_REFUND = 1 };
+
+struct ctl {
+	const struct conf *cf;
+	struct db db;
+	struct kq_producer *kp; /* opened by the first replay */
+	FILE *out;              /* results */
+	FILE *err;              /* errors, "paycbctl: ..." */
+	char actor[129];
+};
+
+/* paycbctl_util.c */
+/* "cb42" or "42" is payment row 42, "rf7" refund row 7. Returns 0 or -1. */
+int ctl_parse_ref(const char *s, enum ctl_log *lg, unsigned long long *id);
+/* Formats a reference ("cb42", "rf7"). */
+const char *ctl_ref(char *buf, size_t len, enum ctl_log lg, unsigned long long id);
+/*
+ * Parses a UTC time: "YYYY-MM-DD", "YYYY-MM-DD HH:MM[:SS[.mmm]]" (or with 'T' and a trailing
+ * 'Z'), "now", or an age such as "30m", "2h", "7d" (that long ago). Writes
+ * "YYYY-MM-DD HH:MM:SS.mmm" into buf. Returns 0 or -1.
+ */
+int ctl_parse_time(const char *s, char *buf, size_t len);
+/* Copies s for a terminal: control characters become '?', at most len-1 bytes. */
+const char *ctl_clean(char *buf, size_t len, const char *s);
+/* Writes an audit_log row. Returns the db result. */
+enum db_rc ctl_audit(struct ctl *c, const char *action, const char *target, int dry_run,
+                     const char *result);
+/* Sets c->actor: override, else $SUDO_USER, else $USER, else uid:N. */
+void ctl_set_actor(struct ctl *c, const char *override);
+const char *ctl_status_name(long long status);
+void ctl_error(struct ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* paycbctl_list.c */
+int ctl_cmd_list(struct ctl *c, int argc, char **argv);
+int ctl_cmd_dead(struct ctl *c, int argc, char **argv);
+
+/* paycbctl_show.c */
+int ctl_cmd_show(struct ctl *c, int argc, char **argv);
+
+/* paycbctl_replay.c */
+int ctl_cmd_replay(struct ctl *c, int argc, char **argv);
+
+#endif
