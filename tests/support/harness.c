@@ -1,11 +1,16 @@
 /*
- * harness - shared setup of integration tests (see harness.h).
+ * harness - shared setup of integration tests (see harness.h): the private database and
+ * topic prefix, queries and waits with deadlines, the configuration written back for real
+ * daemons, and starting and stopping those daemons.
  */
 #include "harness.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,4 +101,265 @@ harness_count(struct db *db, const char *sql)
 	if (db_query(db, sql, NULL, 0, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0)
 		return -1;
 	return out[0].i;
+}
+
+long long
+harness_query_i64(struct db *db, const char *sql, const struct db_in *in, int nin)
+{
+	struct db_out out[1] = {DBO_I64()};
+	unsigned long long rows = 0;
+
+	if (db_query(db, sql, in, nin, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0 ||
+	    out[0].is_null)
+		return -1;
+	return out[0].i;
+}
+
+int
+harness_wait_until(int (*cond)(void *arg), void *arg, long long timeout_ms)
+{
+	long long end = harness_now_ms() + timeout_ms;
+	struct timespec ts = {0, 20 * 1000 * 1000};
+
+	while (harness_now_ms() < end) {
+		if (cond(arg))
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return cond(arg) ? 0 : -1;
+}
+
+struct harness_i64 {
+	struct db *db;
+	const char *sql;
+	const struct db_in *in;
+	int nin;
+	long long want, last;
+};
+
+static int
+harness_i64_cond(void *arg)
+{
+	struct harness_i64 *c = arg;
+
+	c->last = harness_query_i64(c->db, c->sql, c->in, c->nin);
+	return c->last == c->want;
+}
+
+int
+harness_wait_i64(struct db *db, const char *sql, const struct db_in *in, int nin, long long want,
+		 long long timeout_ms)
+{
+	struct harness_i64 c = {db, sql, in, nin, want, -1};
+
+	if (harness_wait_until(harness_i64_cond, &c, timeout_ms) == 0)
+		return 0;
+	printf("# harness: waited %lld ms for %lld, last %lld: %s\n", timeout_ms, want, c.last,
+	       sql);
+	return -1;
+}
+
+/* ---- writing the configuration back ------------------------------------------------ */
+
+static void
+harness_indent(FILE *fp, int depth)
+{
+	for (int i = 0; i < depth; i++)
+		fputs("  ", fp);
+}
+
+static void
+harness_quote(FILE *fp, const char *s)
+{
+	fputc('"', fp);
+	for (; *s; s++) {
+		switch (*s) {
+		case '"': fputs("\\\"", fp); break;
+		case '\\': fputs("\\\\", fp); break;
+		case '\n': fputs("\\n", fp); break;
+		case '\t': fputs("\\t", fp); break;
+		default: fputc(*s, fp); break;
+		}
+	}
+	fputc('"', fp);
+}
+
+static void
+harness_int(FILE *fp, long long v)
+{
+	/* libconfig reads integers beyond 32 bits only with the L suffix. */
+	fprintf(fp, "%lld%s", v, (v > 2147483647LL || v < -2147483648LL) ? "L" : "");
+}
+
+static void harness_write_group(FILE *fp, const struct cfg_setting *tab, const char *base,
+				int depth);
+
+static void
+harness_write_setting(FILE *fp, const struct cfg_setting *t, const char *base, int depth)
+{
+	const char *p = base + t->off;
+
+	switch (t->type) {
+	case CFG_INT:
+		harness_indent(fp, depth);
+		fprintf(fp, "%s = ", t->name);
+		harness_int(fp, *(const long long *)p);
+		fputs(";\n", fp);
+		break;
+	case CFG_BOOL:
+		harness_indent(fp, depth);
+		fprintf(fp, "%s = %s;\n", t->name, *(const int *)p ? "true" : "false");
+		break;
+	case CFG_STR:
+		if (*(char *const *)p == NULL)
+			break;
+		harness_indent(fp, depth);
+		fprintf(fp, "%s = ", t->name);
+		harness_quote(fp, *(char *const *)p);
+		fputs(";\n", fp);
+		break;
+	case CFG_INT_LIST: {
+		const struct cfg_ints *l = (const struct cfg_ints *)p;
+		harness_indent(fp, depth);
+		fprintf(fp, "%s = [", t->name);
+		for (int i = 0; i < l->n; i++) {
+			fputs(i ? ", " : " ", fp);
+			harness_int(fp, l->v[i]);
+		}
+		fputs(" ];\n", fp);
+		break;
+	}
+	case CFG_STR_LIST: {
+		const struct cfg_strs *l = (const struct cfg_strs *)p;
+		harness_indent(fp, depth);
+		fprintf(fp, "%s = [", t->name);
+		for (int i = 0; i < l->n; i++) {
+			fputs(i ? ", " : " ", fp);
+			harness_quote(fp, l->v[i]);
+		}
+		fputs(" ];\n", fp);
+		break;
+	}
+	case CFG_GROUP:
+		/* An optional group (one with a present flag) is written only when present. */
+		if (t->count_off != (size_t)-1 && !*(const int *)(base + t->count_off))
+			break;
+		harness_indent(fp, depth);
+		fprintf(fp, "%s = {\n", t->name);
+		harness_write_group(fp, t->sub, p, depth + 1);
+		harness_indent(fp, depth);
+		fputs("};\n", fp);
+		break;
+	case CFG_GROUP_LIST: {
+		const char *arr = *(char *const *)p;
+		int n = *(const int *)(base + t->count_off);
+		if (arr == NULL || n == 0)
+			break;
+		harness_indent(fp, depth);
+		fprintf(fp, "%s = (\n", t->name);
+		for (int i = 0; i < n; i++) {
+			harness_indent(fp, depth + 1);
+			fputs("{\n", fp);
+			harness_write_group(fp, t->sub, arr + (size_t)i * t->elem_size, depth + 2);
+			harness_indent(fp, depth + 1);
+			fputs(i + 1 < n ? "},\n" : "}\n", fp);
+		}
+		harness_indent(fp, depth);
+		fputs(");\n", fp);
+		break;
+	}
+	}
+}
+
+static void
+harness_write_group(FILE *fp, const struct cfg_setting *tab, const char *base, int depth)
+{
+	for (const struct cfg_setting *t = tab; t->name; t++)
+		harness_write_setting(fp, t, base, depth);
+}
+
+int
+harness_write_conf(const struct conf *cf, const char *path, const char *extra)
+{
+	char tmp[1024];
+	FILE *fp;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if ((fp = fopen(tmp, "w")) == NULL) {
+		printf("# harness: cannot write %s\n", tmp);
+		return -1;
+	}
+	fputs("# written by tests/support/harness.c (harness_write_conf)\n", fp);
+	harness_write_group(fp, conf_table, (const char *)cf, 0);
+	if (extra)
+		fputs(extra, fp);
+	if (fclose(fp) != 0 || rename(tmp, path) != 0) {
+		printf("# harness: cannot write %s\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- daemons started by tests ------------------------------------------------------- */
+
+int
+harness_spawn(const char *bin, const char *conf, const char *log)
+{
+	pid_t pid;
+	int fd;
+
+	fflush(stdout);
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		if ((fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644)) >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+			close(fd);
+		}
+		execl(bin, bin, "-c", conf, (char *)NULL);
+		_exit(127);
+	}
+	return (int)pid;
+}
+
+int
+harness_stop(int pid, int sig, long long timeout_ms)
+{
+	long long end = harness_now_ms() + timeout_ms;
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	int status;
+
+	if (pid <= 0)
+		return -1;
+	if (sig)
+		kill((pid_t)pid, sig);
+	while (harness_now_ms() < end) {
+		pid_t r = waitpid((pid_t)pid, &status, WNOHANG);
+		if (r == (pid_t)pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		if (r < 0)
+			return -1;
+		nanosleep(&ts, NULL);
+	}
+	printf("# harness: pid %d did not exit within %lld ms; killing it\n", pid, timeout_ms);
+	kill((pid_t)pid, SIGKILL);
+	waitpid((pid_t)pid, &status, 0);
+	return -1;
+}
+
+long long
+harness_file_count(const char *path, const char *needle)
+{
+	char line[4096];
+	long long n = 0;
+	FILE *fp;
+
+	if ((fp = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), fp))
+		if (strstr(line, needle))
+			n++;
+	fclose(fp);
+	return n;
 }

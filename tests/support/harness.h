@@ -20,7 +20,11 @@ int harness_setup(struct conf *cf, const char *tag, const char *ladder);
 void harness_teardown(struct conf *cf);
 /* Replaces a string setting (frees the old one). */
 void harness_set(char **field, const char *value);
-/* Writes cf's settings back to a libconfig file (for daemons started by tests). */
+/*
+ * Writes cf's settings back to a libconfig file (for daemons started by tests): every
+ * section of conf_table, with optional groups only when present. extra, if not NULL, is
+ * appended verbatim (top-level settings the struct does not carry). Returns 0 or -1.
+ */
 int harness_write_conf(const struct conf *cf, const char *path, const char *extra);
 /* Milliseconds on the monotonic clock. */
 long long harness_now_ms(void);
@@ -28,5 +32,32 @@ long long harness_now_ms(void);
 void harness_db(const struct conf *cf, struct db *db);
 /* SELECT COUNT(*)-style query returning one integer (-1 on error). */
 long long harness_count(struct db *db, const char *sql);
+
+/* A query with parameters returning one integer (-1 on error or no row). sql must be a
+ * string literal: db.c caches statements by the address of their text. */
+long long harness_query_i64(struct db *db, const char *sql, const struct db_in *in, int nin);
+
+/*
+ * Polls cond(arg) every 20 ms until it returns non-zero or timeout_ms passes. Returns 0 when
+ * the condition held, -1 at the deadline (the condition is checked once more at the end).
+ */
+int harness_wait_until(int (*cond)(void *arg), void *arg, long long timeout_ms);
+/* Waits until harness_query_i64(db, sql, in, nin) == want; returns 0 or -1 (timeout). */
+int harness_wait_i64(struct db *db, const char *sql, const struct db_in *in, int nin,
+		     long long want, long long timeout_ms);
+
+/*
+ * Starts `bin -c conf` with stdout and stderr appended to log. Returns the pid or -1.
+ * The child inherits the environment (ASAN_OPTIONS and the like).
+ */
+int harness_spawn(const char *bin, const char *conf, const char *log);
+/*
+ * Sends sig to pid (0 = none) and waits up to timeout_ms for its exit. Returns the exit
+ * status (0..255), 128 + the signal that ended it, or -1 when it did not exit in time (it
+ * is then killed with SIGKILL and reaped).
+ */
+int harness_stop(int pid, int sig, long long timeout_ms);
+/* Lines of file containing needle (0 when the file is missing). */
+long long harness_file_count(const char *path, const char *needle);
 
 #endif

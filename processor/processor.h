@@ -1,0 +1,190 @@
+/*
+ * processor - private interface of the processor daemon's modules.
+ *
+ * The processor turns callback ids read from Kafka (<prefix>.callbacks and the delay topics
+ * <prefix>.callbacks.retry.<delay>s) into exactly-once order updates. A process runs
+ * processor.threads workers; each has its own consumer in kafka.group_id and its own database
+ * connection, and all share one idempotent producer (outbox relay and dead letters).
+ *
+ * Modules:
+ *   processor_daemon.c   init / loop / drain for daemon_main(), the worker threads
+ *   processor_consume.c  a worker's poll loop, the rebalance callback, pause/seek holds
+ *   processor_handle.c   one message: pre-check, route to pay or refund, log, store offset
+ *   processor_pay.c      the payment transaction
+ *   processor_refund.c   the refund transaction
+ *   processor_outbox.c   order_events rows (in the transaction) and their relay (after it)
+ *   processor_fail.c     recording a retryable failure, dead rows, alerts, dead letters
+ */
+#ifndef PAYCB_PROCESSOR_H
+#define PAYCB_PROCESSOR_H
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "conf.h"
+#include "db.h"
+#include "kq.h"
+#include "msg.h"
+
+#define PROC_TOPIC_MAX 256
+#define PROC_EVENTS_MAX 2
+#define PROC_PAYLOAD_MAX 1536
+
+/* Backoff of a message that could not be processed or recorded (database or broker down). */
+#define PROC_BACKOFF_MIN_MS 200
+#define PROC_BACKOFF_MAX_MS 5000
+/* Longest wait for a delivery report of an outbox event or a dead letter. */
+#define PROC_PUBLISH_WAIT_MS 10000
+
+struct proc;
+
+/*
+ * A partition this worker paused: its next message (offset) is redelivered once due_ms
+ * (wall clock) has passed, by seeking back to it before resuming.
+ */
+struct proc_hold {
+	char topic[PROC_TOPIC_MAX];
+	int32_t partition;
+	int64_t offset;
+	long long due_ms;
+};
+
+struct proc_worker {
+	struct proc *p;
+	int index;
+	rd_kafka_t *rk;
+	struct db db;
+	pthread_t thread;
+	int started;
+	struct proc_hold *holds;
+	int nholds, capholds;
+	long long outage_since_ms; /* monotonic; 0 while the database answers */
+	long long backoff_ms;
+};
+
+struct proc {
+	const struct conf *cf;
+	struct kq_producer *prod;
+	char topic_main[PROC_TOPIC_MAX];
+	char topic_dlq[PROC_TOPIC_MAX];
+	char topic_events[PROC_TOPIC_MAX];
+	int nworkers;
+	struct proc_worker *workers;
+	atomic_int stop;
+	atomic_int exit_code; /* first worker's reason to stop the process, 0 = none */
+};
+
+/* What became of a message. */
+enum proc_rc {
+	PROC_DONE = 0,      /* applied, skipped, dead or failure recorded: store the offset */
+	PROC_DB_DOWN,       /* the database could not be reached: hold, redeliver, store nothing */
+	PROC_BROKER_DOWN,   /* a dead letter could not be published: hold, redeliver */
+};
+
+/* How a transaction ended. */
+enum proc_tx {
+	TX_COMMITTED = 0, /* effects and the row's final state are committed */
+	TX_FINAL,         /* the row was already done or dead: nothing was changed */
+	TX_MISSING,       /* no such row */
+	TX_RETRY,         /* a retryable failure (business reason or deadlock): rolled back */
+	TX_DB_DOWN,       /* connection lost: rolled back or unknown; redeliver */
+	TX_BROKER_DOWN,   /* the dead letter could not be published: rolled back */
+};
+
+/* An outbox row written by the transaction, relayed after the commit. */
+struct proc_event {
+	unsigned long long id;
+	char payload[PROC_PAYLOAD_MAX];
+};
+
+/* The result of one transaction, for the log line and the work after the commit. */
+struct proc_result {
+	const char *outcome;  /* paid, duplicate, paid_twice, paid_after_close, dead, ... */
+	char reason[400];     /* a retryable failure's or a dead row's reason */
+	char merchant[65];
+	char order[129];
+	char detail[160];     /* extra key=value text for the log line */
+	int retry_count;      /* after recording a failure */
+	const char *alert_kind; /* non-NULL when an alert was raised */
+	char alert_detail[400];
+	int nevents;
+	struct proc_event events[PROC_EVENTS_MAX];
+};
+
+/* A callback-log row as the transactions read it. */
+struct proc_row {
+	int refund;
+	unsigned long long id;
+	char merchant[65];
+	char channel[17];
+	char trade_no[161];    /* payments: channel trade number; refunds: refund number */
+	char pay_trade_no[129]; /* refunds: the channel trade number of the payment, may be "" */
+	char order[129];
+	char amount[40];
+	int cumulative;
+	char currency[4];
+	long long status;
+	long long retry_count;
+	char created_at[32];
+	char now[32];
+};
+
+/* The order row as the transactions read it (locked FOR UPDATE). */
+struct proc_order {
+	unsigned long long id;
+	char amount[40];
+	char currency[4];
+	char status[16];
+	char channel[17];
+	char trade_no[129];
+	char refunded[40];
+};
+
+/* processor_daemon.c */
+int proc_init(const struct conf *cf, void **state);
+int proc_loop(void *state);
+int proc_drain(void *state);
+void proc_request_exit(struct proc *p, int code);
+
+/* processor_consume.c */
+void *proc_worker_main(void *arg);
+void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+		    rd_kafka_topic_partition_list_t *parts, void *opaque);
+long long proc_wall_ms(void);
+long long proc_mono_ms(void);
+
+/* processor_handle.c */
+enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);
+
+/* processor_pay.c */
+enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m,
+		      struct proc_result *r);
+
+/* processor_refund.c */
+enum proc_tx proc_refund(struct proc_worker *w, const struct msg_callback *m,
+			 struct proc_result *r);
+
+/* processor_outbox.c */
+enum db_rc proc_outbox_add(struct proc_worker *w, const struct proc_row *row,
+			   const char *event_type, const char *amount, const char *currency,
+			   const char *trade_no, struct proc_result *r);
+enum db_rc proc_order_lock(struct proc_worker *w, const struct proc_row *row,
+			   struct proc_order *o, unsigned long long *found);
+void proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r);
+
+/* processor_fail.c */
+enum proc_tx proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what,
+			   struct proc_result *r);
+void proc_rollback(struct db *db);
+enum db_rc proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind,
+		      const char *detail, struct proc_result *r);
+enum proc_tx proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
+		       const char *detail, struct proc_result *r);
+enum proc_tx proc_mark_done(struct proc_worker *w, const struct proc_row *row,
+			    const char *outcome, struct proc_result *r);
+enum db_rc proc_record_failure(struct proc_worker *w, int refund, unsigned long long id,
+			       const char *reason, struct proc_result *r);
+int proc_amount_parse(const char *s, long long *minor);
+
+#endif

@@ -1,0 +1,319 @@
+/*
+ * processor_consume - a worker's consumer loop, its rebalance callback and its holds.
+ *
+ * A worker polls with a short timeout and handles one message at a time; the message's
+ * offset is stored only once its work is finished (see processor_handle.c), and librdkafka
+ * commits stored offsets every second and when partitions are revoked.
+ *
+ * A message that must wait - a delay-topic message not yet due (its timestamp plus the
+ * topic's delay), or one that could not be processed because the database or the broker is
+ * away - is "held": its partition is paused and the consumer seeks back to the message, so
+ * the message is delivered again when the hold is released, while every other partition and
+ * topic goes on flowing. Nothing ever sleeps in the poll loop. Holds are the worker's own
+ * bookkeeping and are dropped for partitions a rebalance takes away; assigned partitions
+ * are resumed explicitly, because librdkafka keeps an application pause across
+ * re-assignment.
+ */
+#include "processor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "ladder.h"
+#include "log.h"
+
+/* How long to wait for a seek to be applied by librdkafka's main thread. */
+#define PROC_SEEK_TIMEOUT_MS 5000
+
+long long
+proc_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long
+proc_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct proc_hold *
+proc_hold_find(struct proc_worker *w, const char *topic, int32_t partition)
+{
+	for (int i = 0; i < w->nholds; i++)
+		if (w->holds[i].partition == partition && strcmp(w->holds[i].topic, topic) == 0)
+			return &w->holds[i];
+	return NULL;
+}
+
+static void
+proc_hold_remove(struct proc_worker *w, struct proc_hold *h)
+{
+	*h = w->holds[--w->nholds];
+}
+
+/* proc_seek - points the partition's fetch position at offset; the partition is paused */
+static int
+proc_seek(struct proc_worker *w, const char *topic, int32_t partition, int64_t offset)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_error_t *e;
+	int rc = -1;
+
+	rd_kafka_topic_partition_list_add(l, topic, partition)->offset = offset;
+	e = rd_kafka_seek_partitions(w->rk, l, PROC_SEEK_TIMEOUT_MS);
+	if (e) {
+		log_warn(NULL, "event=seek_failed topic=%s partition=%d offset=%lld error=\"%s\"",
+			 topic, (int)partition, (long long)offset, rd_kafka_error_string(e));
+		rd_kafka_error_destroy(e);
+	} else if (l->elems[0].err) {
+		log_warn(NULL, "event=seek_failed topic=%s partition=%d offset=%lld error=\"%s\"",
+			 topic, (int)partition, (long long)offset, rd_kafka_err2str(l->elems[0].err));
+	} else {
+		rc = 0;
+	}
+	rd_kafka_topic_partition_list_destroy(l);
+	return rc;
+}
+
+static int
+proc_pause(struct proc_worker *w, const char *topic, int32_t partition, int pause)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_resp_err_t e;
+
+	rd_kafka_topic_partition_list_add(l, topic, partition);
+	e = pause ? rd_kafka_pause_partitions(w->rk, l) : rd_kafka_resume_partitions(w->rk, l);
+	if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+		e = l->elems[0].err;
+	rd_kafka_topic_partition_list_destroy(l);
+	if (e) {
+		log_warn(NULL, "event=%s_failed topic=%s partition=%d error=\"%s\"",
+			 pause ? "pause" : "resume", topic, (int)partition, rd_kafka_err2str(e));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * proc_hold - pauses m's partition and seeks back to m, to be delivered again at due_ms.
+ *
+ * The partition is paused before the seek: a seek issued before a pause is lost when the
+ * pause records the fetch position.
+ */
+static void
+proc_hold(struct proc_worker *w, const rd_kafka_message_t *m, long long due_ms)
+{
+	const char *topic = rd_kafka_topic_name(m->rkt);
+	struct proc_hold *h;
+
+	if (proc_pause(w, topic, m->partition, 1) != 0) {
+		/*
+		 * Not assigned any more, most likely: the new owner reads m from the committed
+		 * offset. Should the partition still be ours, the seek alone brings m back at
+		 * once, so it is retried early rather than skipped.
+		 */
+		proc_seek(w, topic, m->partition, m->offset);
+		return;
+	}
+	if (w->nholds == w->capholds) {
+		int cap = w->capholds ? w->capholds * 2 : 16;
+		struct proc_hold *n = realloc(w->holds, (size_t)cap * sizeof(*n));
+
+		if (n == NULL) {
+			/* Cannot keep the hold: give the partition back at once, unprocessed. */
+			proc_seek(w, topic, m->partition, m->offset);
+			proc_pause(w, topic, m->partition, 0);
+			return;
+		}
+		w->holds = n;
+		w->capholds = cap;
+	}
+	h = &w->holds[w->nholds++];
+	snprintf(h->topic, sizeof(h->topic), "%s", topic);
+	h->partition = m->partition;
+	h->offset = m->offset;
+	h->due_ms = due_ms;
+	proc_seek(w, topic, m->partition, m->offset);
+}
+
+/*
+ * proc_holds_release - resumes partitions whose hold is due. The seek is repeated first: a
+ * partition resumes only once its position is known to be the held message, so a message
+ * can never be skipped. A failed seek keeps the hold and is tried again a little later.
+ */
+static void
+proc_holds_release(struct proc_worker *w)
+{
+	long long now = proc_wall_ms();
+
+	for (int i = 0; i < w->nholds;) {
+		struct proc_hold *h = &w->holds[i];
+
+		if (h->due_ms > now) {
+			i++;
+			continue;
+		}
+		if (proc_seek(w, h->topic, h->partition, h->offset) != 0) {
+			h->due_ms = now + PROC_BACKOFF_MIN_MS;
+			i++;
+			continue;
+		}
+		proc_pause(w, h->topic, h->partition, 0);
+		proc_hold_remove(w, h);
+	}
+}
+
+/* proc_holds_drop - forgets holds of parts (all holds when parts is NULL) */
+static void
+proc_holds_drop(struct proc_worker *w, const rd_kafka_topic_partition_list_t *parts)
+{
+	if (parts == NULL) {
+		w->nholds = 0;
+		return;
+	}
+	for (int i = 0; i < parts->cnt; i++) {
+		struct proc_hold *h = proc_hold_find(w, parts->elems[i].topic,
+						     parts->elems[i].partition);
+		if (h)
+			proc_hold_remove(w, h);
+	}
+}
+
+/*
+ * proc_rebalance - assigns and revokes for both protocols.
+ *
+ * The worker handles messages in the thread that polls, so this callback (served inside
+ * rd_kafka_consumer_poll or rd_kafka_consumer_close) never runs while a message is in flight:
+ * the previous message is finished and its offset stored before the next poll. On revoke
+ * librdkafka commits the stored offsets of the revoked partitions; a held message was never
+ * stored and is read again by the next owner.
+ */
+void
+proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
+	       void *opaque)
+{
+	struct proc_worker *w = opaque;
+	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+	rd_kafka_error_t *e = NULL;
+
+	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+		proc_holds_drop(w, coop ? parts : NULL);
+		if (coop)
+			e = rd_kafka_incremental_assign(rk, parts);
+		else
+			rd_kafka_assign(rk, parts);
+		/* librdkafka keeps an application pause across re-assignment; undo it. */
+		rd_kafka_resume_partitions(rk, parts);
+		log_info(NULL, "event=assigned thread=%d partitions=%d protocol=%s", w->index,
+			 parts->cnt, coop ? "cooperative" : "eager");
+	} else {
+		proc_holds_drop(w, coop ? parts : NULL);
+		if (coop)
+			e = rd_kafka_incremental_unassign(rk, parts);
+		else
+			rd_kafka_assign(rk, NULL);
+		log_info(NULL, "event=revoked thread=%d partitions=%d lost=%d", w->index,
+			 parts->cnt, rd_kafka_assignment_lost(rk));
+	}
+	if (e) {
+		log_error(NULL, "event=rebalance_failed thread=%d error=\"%s\"", w->index,
+			  rd_kafka_error_string(e));
+		rd_kafka_error_destroy(e);
+	}
+}
+
+/* proc_consume - one message: hold it, or handle it and store its offset */
+static void
+proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
+{
+	const struct conf *cf = w->p->cf;
+	const char *topic = rd_kafka_topic_name(m->rkt);
+	struct msg_callback cb;
+	long long delay_s = 0, ts;
+	rd_kafka_timestamp_type_t tstype;
+	char err[256];
+	enum proc_rc rc;
+
+	/* A message of a held partition was fetched before the pause; it comes again later. */
+	if (proc_hold_find(w, topic, m->partition))
+		return;
+	if (msg_callback_decode(m->payload, m->len, &cb, err, sizeof(err)) != 0) {
+		/* It can never become valid; keeping it would stop its partition for good. */
+		log_error(NULL, "event=bad_message topic=%s partition=%d offset=%lld error=\"%s\"",
+			  topic, (int)m->partition, (long long)m->offset, err);
+		kq_store(w->rk, m);
+		return;
+	}
+	if (ladder_step_of_topic(cf, topic, &delay_s) > 0) {
+		ts = rd_kafka_message_timestamp(m, &tstype);
+		if (ts >= 0 && ts + delay_s * 1000 > proc_wall_ms()) {
+			char id[24];
+
+			log_debug(log_cbid(id, cb.id, cb.log == MSG_LOG_REFUND),
+				  "event=held topic=%s partition=%d offset=%lld due_in_ms=%lld", topic,
+				  (int)m->partition, (long long)m->offset,
+				  ts + delay_s * 1000 - proc_wall_ms());
+			proc_hold(w, m, ts + delay_s * 1000);
+			return;
+		}
+	}
+	rc = proc_handle(w, &cb);
+	if (rc == PROC_DONE) {
+		w->backoff_ms = PROC_BACKOFF_MIN_MS;
+		w->outage_since_ms = 0;
+		if (kq_store(w->rk, m) != 0)
+			log_warn(NULL, "event=store_failed topic=%s partition=%d offset=%lld", topic,
+				 (int)m->partition, (long long)m->offset);
+		return;
+	}
+	if (rc == PROC_DB_DOWN && w->outage_since_ms == 0)
+		w->outage_since_ms = proc_mono_ms();
+	proc_hold(w, m, proc_wall_ms() + w->backoff_ms);
+	w->backoff_ms = w->backoff_ms * 2 > PROC_BACKOFF_MAX_MS ? PROC_BACKOFF_MAX_MS
+							       : w->backoff_ms * 2;
+}
+
+void *
+proc_worker_main(void *arg)
+{
+	struct proc_worker *w = arg;
+	struct proc *p = w->p;
+	long long max_ms = p->cf->processor.db_outage_max_s * 1000;
+
+	while (!atomic_load(&p->stop) && !daemon_stopping()) {
+		rd_kafka_message_t *m;
+
+		if (w->outage_since_ms && proc_mono_ms() - w->outage_since_ms >= max_ms) {
+			log_error(NULL, "event=db_outage thread=%d seconds=%lld action=exit",
+				  w->index, p->cf->processor.db_outage_max_s);
+			proc_request_exit(p, EXIT_UNAVAILABLE);
+			break;
+		}
+		proc_holds_release(w);
+		if ((m = rd_kafka_consumer_poll(w->rk, 100)) == NULL)
+			continue;
+		if (m->err) {
+			/* Consumer errors are informational: librdkafka recovers by itself. */
+			if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+				log_warn(NULL, "event=consumer_error thread=%d error=\"%s\"", w->index,
+					 rd_kafka_message_errstr(m));
+		} else {
+			proc_consume(w, m);
+		}
+		rd_kafka_message_destroy(m);
+	}
+	/* Commits the stored offsets and leaves the group (the revoke runs the callback). */
+	rd_kafka_consumer_close(w->rk);
+	log_info(NULL, "event=worker_stopped thread=%d", w->index);
+	return NULL;
+}

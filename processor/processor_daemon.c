@@ -1,0 +1,174 @@
+/*
+ * processor_daemon - the processor's init, loop and drain for daemon_main(), and the worker
+ * threads they start and stop.
+ *
+ * init builds the shared producer and, per thread, a database connection and a consumer in
+ * kafka.group_id subscribed to the main callback topic and every delay topic of the ladder.
+ * The workers do all the work; the daemon loop only watches for a worker's request to stop
+ * the process (a database outage longer than processor.db_outage_max_s, a fatal producer
+ * error). drain stops the workers (each finishes its in-flight message and closes its
+ * consumer), then flushes the producer.
+ */
+#include "processor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "ladder.h"
+#include "log.h"
+
+void
+proc_request_exit(struct proc *p, int code)
+{
+	int none = 0;
+
+	/* The first reason wins; every worker then stops. */
+	atomic_compare_exchange_strong(&p->exit_code, &none, code);
+	atomic_store(&p->stop, 1);
+}
+
+static void
+proc_free(struct proc *p)
+{
+	if (p == NULL)
+		return;
+	for (int i = 0; i < p->nworkers; i++) {
+		struct proc_worker *w = &p->workers[i];
+
+		if (w->rk)
+			rd_kafka_destroy(w->rk);
+		db_close(&w->db);
+		free(w->holds);
+	}
+	free(p->workers);
+	kq_producer_free(p->prod);
+	free(p);
+}
+
+/* proc_worker_init - one worker's database connection and consumer */
+static int
+proc_worker_init(struct proc *p, struct proc_worker *w, const char *const *topics, int ntopics)
+{
+	char err[512];
+	enum db_rc rc;
+
+	w->p = p;
+	w->backoff_ms = PROC_BACKOFF_MIN_MS;
+	/*
+	 * A database that is down at start is an outage like any other: the worker reconnects
+	 * when it has a message. A password file that cannot be read or refused credentials are
+	 * configuration errors.
+	 */
+	rc = db_open(&w->db, &p->cf->db);
+	if (rc == DB_FATAL) {
+		log_error(NULL, "event=db_open_failed thread=%d error=\"%s\"", w->index,
+			  w->db.last_error);
+		return EXIT_CONFIG;
+	}
+	if (rc != DB_OK)
+		log_warn(NULL, "event=db_unavailable thread=%d error=\"%s\"", w->index,
+			 w->db.last_error);
+	w->rk = kq_consumer_new(&p->cf->kafka, p->cf->kafka.group_id, topics, ntopics,
+				proc_rebalance, w, err, sizeof(err));
+	if (w->rk == NULL) {
+		log_error(NULL, "event=consumer_failed thread=%d error=\"%s\"", w->index, err);
+		return EXIT_CONFIG;
+	}
+	return 0;
+}
+
+int
+proc_init(const struct conf *cf, void **state)
+{
+	char ladder[CFG_LIST_MAX][PROC_TOPIC_MAX], err[512];
+	const char *topics[CFG_LIST_MAX + 1];
+	int ntopics = 0, rc = EXIT_SOFTWARE;
+	struct proc *p;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return EXIT_SOFTWARE;
+	p->cf = cf;
+	conf_topic(cf, "callbacks", p->topic_main, sizeof(p->topic_main));
+	conf_topic(cf, "callbacks.dlq", p->topic_dlq, sizeof(p->topic_dlq));
+	conf_topic(cf, "order-events", p->topic_events, sizeof(p->topic_events));
+	topics[ntopics++] = p->topic_main;
+	for (int k = 1; k <= ladder_steps(&cf->retry) && k <= CFG_LIST_MAX; k++) {
+		int seen = 0;
+
+		/* Steps with equal delays share one topic (migrate creates it once). */
+		ladder_topic(cf, k, ladder[k - 1], sizeof(ladder[k - 1]));
+		for (int i = 1; i < ntopics; i++)
+			seen |= strcmp(topics[i], ladder[k - 1]) == 0;
+		if (!seen)
+			topics[ntopics++] = ladder[k - 1];
+	}
+	if (kq_producer_new(&cf->kafka, &p->prod, err, sizeof(err)) != 0) {
+		log_error(NULL, "event=producer_failed error=\"%s\"", err);
+		rc = EXIT_CONFIG;
+		goto fail;
+	}
+	p->nworkers = (int)cf->processor.threads;
+	if ((p->workers = calloc((size_t)p->nworkers, sizeof(*p->workers))) == NULL)
+		goto fail;
+	for (int i = 0; i < p->nworkers; i++) {
+		p->workers[i].index = i;
+		if ((rc = proc_worker_init(p, &p->workers[i], topics, ntopics)) != 0)
+			goto fail;
+	}
+	for (int i = 0; i < p->nworkers; i++) {
+		if (pthread_create(&p->workers[i].thread, NULL, proc_worker_main,
+				   &p->workers[i]) != 0) {
+			log_error(NULL, "event=thread_failed thread=%d", i);
+			proc_request_exit(p, EXIT_SOFTWARE);
+			*state = p;
+			return 0; /* the loop reports the exit code; drain joins the started ones */
+		}
+		p->workers[i].started = 1;
+	}
+	log_info(NULL, "event=ready threads=%d group=%s topics=%d", p->nworkers,
+		 cf->kafka.group_id, ntopics);
+	*state = p;
+	return 0;
+fail:
+	proc_free(p);
+	return rc;
+}
+
+int
+proc_loop(void *state)
+{
+	struct proc *p = state;
+	struct timespec ts = {0, 100 * 1000 * 1000};
+
+	/* An idempotent producer that failed fatally can no longer promise no duplicates. */
+	if (kq_fatal(p->prod))
+		proc_request_exit(p, EXIT_UNAVAILABLE);
+	if (atomic_load(&p->exit_code))
+		return atomic_load(&p->exit_code);
+	nanosleep(&ts, NULL);
+	return 0;
+}
+
+int
+proc_drain(void *state)
+{
+	struct proc *p = state;
+	int left, rc = 0;
+
+	atomic_store(&p->stop, 1);
+	for (int i = 0; i < p->nworkers; i++)
+		if (p->workers[i].started)
+			pthread_join(p->workers[i].thread, NULL);
+	/* Outbox rows whose events are still queued are not lost: the retrier sweeps them. */
+	if ((left = kq_flush(p->prod, 10000)) > 0) {
+		log_warn(NULL, "event=drain_undelivered messages=%d", left);
+		rc = EXIT_UNAVAILABLE;
+	}
+	log_info(NULL, "event=drained delivered=%llu failed=%llu", kq_delivered(p->prod),
+		 kq_failed(p->prod));
+	proc_free(p);
+	return rc;
+}

@@ -1,0 +1,206 @@
+/*
+ * processor_fail - how a transaction ends other than by applying its effect: the mapping of
+ * database errors, the final "done" mark, dead rows with their alert and dead letter, and
+ * the record of a retryable failure.
+ *
+ * A retryable failure is recorded outside the rolled-back transaction, on the row itself:
+ * retry_count + 1, last_error, and next_retry_at = now, so the row is due at once and the
+ * retrier (the one scheduler) republishes it on the next step's delay topic. A dead row
+ * never comes back by itself: its dead letter goes to <prefix>.callbacks.dlq before the
+ * commit, so a committed dead row always has its dead letter (at least once: a commit that
+ * fails after the publish sends it again on redelivery; the row id identifies duplicates).
+ */
+#include "processor.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "money.h"
+
+int
+proc_amount_parse(const char *s, long long *minor)
+{
+	int64_t v;
+	char err[128];
+
+	/* DECIMAL(18,2) columns come back as exact decimal text with two fraction digits. */
+	if (money_parse_decimal(s, 2, &v, err, sizeof(err)) != 0)
+		return -1;
+	*minor = (long long)v;
+	return 0;
+}
+
+void
+proc_rollback(struct db *db)
+{
+	/* A lost connection rolled back on the server already; reconnecting here would only
+	 * stall the worker while the database is away. */
+	if (!db->broken)
+		db_rollback(db);
+}
+
+/*
+ * proc_tx_error - ends a transaction after statement `what` failed with rc. A lost
+ * connection means the outcome is unknown or rolled back: redeliver. Deadlocks, lock wait
+ * timeouts and anything else (a bug, a schema mismatch) roll back and count as a retryable
+ * failure, so they go through the ladder and end dead and visible, never in a hot loop.
+ */
+enum proc_tx
+proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what, struct proc_result *r)
+{
+	snprintf(r->reason, sizeof(r->reason), "%s: %s: %s", what, db_rc_name(rc),
+		 w->db.last_error);
+	if (w->db.broken)
+		return TX_DB_DOWN;
+	proc_rollback(&w->db);
+	return w->db.broken ? TX_DB_DOWN : TX_RETRY;
+}
+
+enum db_rc
+proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind,
+	   const char *detail, struct proc_result *r)
+{
+	struct db_in in[5] = {DBI_STR(kind), DBI_I64(row->id), DBI_STR(row->merchant),
+			      DBI_STR(row->order), DBI_STR(detail)};
+	enum db_rc rc;
+
+	rc = db_exec(&w->db,
+		     "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
+		     "VALUES (?, ?, ?, ?, ?)",
+		     in, 5, NULL, NULL);
+	if (rc == DB_OK) {
+		r->alert_kind = kind;
+		snprintf(r->alert_detail, sizeof(r->alert_detail), "%s", detail);
+	}
+	return rc;
+}
+
+enum proc_tx
+proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *outcome,
+	       struct proc_result *r)
+{
+	struct db_in in[2] = {DBI_STR(outcome), DBI_I64(row->id)};
+	unsigned long long n = 0;
+	enum db_rc rc;
+
+	r->outcome = outcome;
+	rc = db_exec(&w->db,
+		     row->refund ? "UPDATE refund_callback_log SET status = 1, outcome = ?, "
+				   "done_at = NOW(3) WHERE id = ? AND status = 0"
+				 : "UPDATE pay_callback_log SET status = 1, outcome = ?, "
+				   "done_at = NOW(3) WHERE id = ? AND status = 0",
+		     in, 2, &n, NULL);
+	if (rc != DB_OK)
+		return proc_tx_error(w, rc, "mark done", r);
+	if (n != 1) {
+		/* Someone else finished the row first; nothing of ours may commit. */
+		proc_rollback(&w->db);
+		return TX_FINAL;
+	}
+	if ((rc = db_commit(&w->db)) != DB_OK)
+		return proc_tx_error(w, rc, "commit", r);
+	return TX_COMMITTED;
+}
+
+/* proc_dlq_message - the dead letter of row (schemas/kafka/dlq.schema.json) */
+static char *
+proc_dlq_message(const struct proc_row *row, const char *reason, const char *detail)
+{
+	json_t *o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "v", 1, "log",
+			      row->refund ? "refund" : "pay", "id", (json_int_t)row->id,
+			      "merchant_id", row->merchant, "channel", row->channel,
+			      "channel_trade_no", row->trade_no, "out_trade_no", row->order,
+			      "retry_count", (json_int_t)row->retry_count, "last_error", detail,
+			      "created_at", row->created_at, "dead_at", row->now, "reason", reason);
+	char *s;
+
+	if (o == NULL)
+		return NULL;
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return s;
+}
+
+/*
+ * proc_dead - makes the locked row dead (2) with an alert and its dead letter, and commits.
+ * A dead row is never self-healed: an operator looks at the alert.
+ */
+enum proc_tx
+proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
+	  const char *detail, struct proc_result *r)
+{
+	struct db_in in[4] = {DBI_STR(reason), DBI_STR(detail), DBI_I64(row->id)};
+	char key[200], err[256];
+	unsigned long long n = 0;
+	enum proc_tx tx;
+	enum db_rc rc;
+	char *dlq = NULL;
+
+	r->outcome = "dead";
+	snprintf(r->reason, sizeof(r->reason), "%s", reason);
+	rc = db_exec(&w->db,
+		     row->refund ? "UPDATE refund_callback_log SET status = 2, outcome = ?, "
+				   "last_error = ?, done_at = NOW(3) WHERE id = ? AND status = 0"
+				 : "UPDATE pay_callback_log SET status = 2, outcome = ?, "
+				   "last_error = ?, done_at = NOW(3) WHERE id = ? AND status = 0",
+		     in, 3, &n, NULL);
+	if (rc != DB_OK)
+		return proc_tx_error(w, rc, "mark dead", r);
+	if (n != 1) {
+		proc_rollback(&w->db);
+		return TX_FINAL;
+	}
+	if ((rc = proc_alert(w, row, reason, detail, r)) != DB_OK)
+		return proc_tx_error(w, rc, "alert", r);
+	if ((dlq = proc_dlq_message(row, reason, detail)) == NULL) {
+		snprintf(r->reason, sizeof(r->reason), "cannot encode the dead letter");
+		proc_rollback(&w->db);
+		return TX_RETRY;
+	}
+	snprintf(key, sizeof(key), "%s|%s", row->merchant, row->order);
+	if (kq_produce_wait(w->p->prod, w->p->topic_dlq, key, strlen(key), dlq, strlen(dlq),
+			    PROC_PUBLISH_WAIT_MS, err, sizeof(err)) != 0) {
+		snprintf(r->reason, sizeof(r->reason), "dead letter: %s", err);
+		proc_rollback(&w->db);
+		tx = TX_BROKER_DOWN;
+		goto done;
+	}
+	if ((rc = db_commit(&w->db)) != DB_OK) {
+		tx = proc_tx_error(w, rc, "commit", r);
+		goto done;
+	}
+	tx = TX_COMMITTED;
+done:
+	free(dlq);
+	return tx;
+}
+
+enum db_rc
+proc_record_failure(struct proc_worker *w, int refund, unsigned long long id, const char *reason,
+		    struct proc_result *r)
+{
+	struct db_in in[2] = {DBI_STR(reason), DBI_I64(id)};
+	struct db_out out[1] = {DBO_I64()};
+	unsigned long long rows = 0;
+	enum db_rc rc;
+
+	rc = db_exec(&w->db,
+		     refund ? "UPDATE refund_callback_log SET retry_count = retry_count + 1, "
+			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0"
+			    : "UPDATE pay_callback_log SET retry_count = retry_count + 1, "
+			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0",
+		     in, 2, NULL, NULL);
+	if (rc != DB_OK)
+		return rc;
+	/* For the log line only: the count the retrier will schedule by. */
+	if (db_query(&w->db,
+		     refund ? "SELECT retry_count FROM refund_callback_log WHERE id = ?"
+			    : "SELECT retry_count FROM pay_callback_log WHERE id = ?",
+		     in + 1, 1, out, 1, NULL, NULL, &rows) == DB_OK &&
+	    rows)
+		r->retry_count = (int)out[0].i;
+	return DB_OK;
+}

@@ -1,0 +1,116 @@
+/*
+ * processor_outbox - the transactional outbox: business effects are order_events rows
+ * written in the same transaction as the order's state change, and relayed to
+ * <prefix>.order-events after the commit.
+ *
+ * Each event has a stable id, "<merchant_id>|<out_trade_no>|<event_type>", which downstream
+ * consumers deduplicate on: a crash between the commit and the relay leaves the row unsent
+ * (sent_at NULL) and the retrier's sweep publishes it later, so delivery is at least once
+ * and the id makes it effectively once.
+ */
+#include "processor.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* proc_event_payload - the event as schemas/kafka/order-event.schema.json describes it */
+static int
+proc_event_payload(const struct proc_row *row, const char *event_id, const char *event_type,
+		   const char *amount, const char *currency, const char *trade_no, char *buf,
+		   size_t len)
+{
+	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "v", 1,
+			      "event_id", event_id, "event_type", event_type, "merchant_id",
+			      row->merchant, "out_trade_no", row->order, "amount", amount,
+			      "currency", currency, "channel", row->channel, "channel_trade_no",
+			      trade_no, "callback_id", (json_int_t)row->id, "at", row->now);
+	size_t n;
+
+	if (o == NULL)
+		return -1;
+	n = json_dumpb(o, buf, len, JSON_COMPACT);
+	json_decref(o);
+	if (n == 0 || n >= len)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * proc_outbox_add - writes one order_events row in the open transaction. A row that exists
+ * already (the effect was written before) is kept as it is and not relayed again here.
+ */
+enum db_rc
+proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *event_type,
+		const char *amount, const char *currency, const char *trade_no,
+		struct proc_result *r)
+{
+	char event_id[256];
+	struct proc_event *ev;
+	unsigned long long id = 0;
+	enum db_rc rc;
+
+	if (r->nevents >= PROC_EVENTS_MAX)
+		return DB_FATAL;
+	ev = &r->events[r->nevents];
+	snprintf(event_id, sizeof(event_id), "%s|%s|%s", row->merchant, row->order, event_type);
+	if (proc_event_payload(row, event_id, event_type, amount, currency, trade_no, ev->payload,
+			       sizeof(ev->payload)) != 0) {
+		snprintf(w->db.last_error, sizeof(w->db.last_error), "cannot encode the event");
+		return DB_FATAL;
+	}
+	{
+		struct db_in in[6] = {DBI_STR(event_id), DBI_STR(row->merchant),
+				      DBI_STR(row->order), DBI_STR(event_type),
+				      DBI_STR(ev->payload), DBI_I64(row->id)};
+
+		rc = db_exec(&w->db,
+			     "INSERT INTO order_events (event_id, merchant_id, out_trade_no, "
+			     "event_type, payload, callback_id) VALUES (?, ?, ?, ?, ?, ?)",
+			     in, 6, NULL, &id);
+	}
+	if (rc == DB_DUPLICATE)
+		return DB_OK;
+	if (rc != DB_OK)
+		return rc;
+	ev->id = id;
+	r->nevents++;
+	return DB_OK;
+}
+
+/*
+ * proc_outbox_relay - publishes the committed events of r and marks them sent. A failure
+ * leaves the row unsent for the retrier's sweep; it never fails the callback, whose effect
+ * is committed.
+ */
+void
+proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r)
+{
+	char key[200], err[256];
+
+	snprintf(key, sizeof(key), "%s|%s", r->merchant, r->order);
+	for (int i = 0; i < r->nevents; i++) {
+		struct proc_event *ev = &r->events[i];
+		struct db_in in[1] = {DBI_I64(ev->id)};
+		enum db_rc rc;
+
+		if (kq_produce_wait(w->p->prod, w->p->topic_events, key, strlen(key), ev->payload,
+				    strlen(ev->payload), PROC_PUBLISH_WAIT_MS, err,
+				    sizeof(err)) != 0) {
+			log_warn(cbid, "event=outbox_unsent event_row=%llu error=\"%s\"", ev->id,
+				 err);
+			continue;
+		}
+		rc = db_exec(&w->db,
+			     "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND "
+			     "sent_at IS NULL",
+			     in, 1, NULL, NULL);
+		if (rc != DB_OK)
+			log_warn(cbid, "event=outbox_mark_failed event_row=%llu error=\"%s\"",
+				 ev->id, w->db.last_error);
+	}
+}

@@ -1,0 +1,663 @@
+/*
+ * test_processor - every row of the processor's design table against a real
+ * bin/paycb-processor (two consumer threads), the real MariaDB and the real Kafka broker.
+ *
+ * Each case creates its order and reserves its callback rows exactly as ingest does, publishes
+ * the callback message as ingest does, then polls the database (with a deadline) for the
+ * outcome: paid with its two outbox events relayed once each, duplicate, paid twice, paid
+ * after close, amount and currency mismatch (dead, alert, exactly one dead letter read back
+ * from the topic), order not found (failure recorded, offset committed), a lock wait
+ * timeout (recorded like any retryable failure), refunds partial then full, cumulative
+ * refunds, a refund exceeding the payment, a refund before its payment, and out-of-order
+ * arrival.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fixtures.h"
+#include "harness.h"
+
+#define WAIT_MS 30000
+#define M       "default"
+
+static struct conf cf;
+static struct db db;
+static struct fx_pub *pub;
+static int pid = -1;
+static char plog[1024];
+
+static long long
+q1(const char *sql, const char *s)
+{
+	struct db_in in[1] = {DBI_STR(s)};
+
+	return harness_query_i64(&db, sql, in, 1);
+}
+
+static long long
+qid(const char *sql, unsigned long long id)
+{
+	struct db_in in[1] = {DBI_I64(id)};
+
+	return harness_query_i64(&db, sql, in, 1);
+}
+
+/* One string column of the first row for one string parameter ("" when none). */
+static const char *
+qs(const char *sql, const char *s, char *buf, size_t cap)
+{
+	struct db_in in[1] = {DBI_STR(s)};
+	struct db_out out[1] = {DBO_STR(buf, cap)};
+	unsigned long long rows = 0;
+
+	buf[0] = '\0';
+	if (db_query(&db, sql, in, 1, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0)
+		buf[0] = '\0';
+	return buf;
+}
+
+static const char *
+qsid(const char *sql, unsigned long long id, char *buf, size_t cap)
+{
+	struct db_in in[1] = {DBI_I64(id)};
+	struct db_out out[1] = {DBO_STR(buf, cap)};
+	unsigned long long rows = 0;
+
+	buf[0] = '\0';
+	if (db_query(&db, sql, in, 1, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0)
+		buf[0] = '\0';
+	return buf;
+}
+
+static unsigned long long
+pay(const char *order, const char *trade, const char *amount, const char *cur,
+    struct fx_pos *pos)
+{
+	struct fx_pos tmp;
+	unsigned long long id = fx_pay_row(&db, &cf, M, "wxpay", trade, order, amount, cur);
+
+	assert_true(id > 0);
+	assert_int_equal(fx_publish(pub, NULL, 0, id, M, "wxpay", order, 1, RD_KAFKA_PARTITION_UA,
+				    pos ? pos : &tmp),
+			 0);
+	return id;
+}
+
+static unsigned long long
+refund(const char *order, const char *refund_no, const char *amount, int cumulative,
+       const char *cur)
+{
+	struct fx_pos pos;
+	unsigned long long id =
+	    fx_refund_row(&db, &cf, M, "alipay", refund_no, "", order, amount, cumulative, cur);
+
+	assert_true(id > 0);
+	assert_int_equal(
+	    fx_publish(pub, NULL, 1, id, M, "alipay", order, 1, RD_KAFKA_PARTITION_UA, &pos), 0);
+	return id;
+}
+
+static void
+republish(int is_refund, unsigned long long id, const char *order, int attempt)
+{
+	struct fx_pos pos;
+
+	assert_int_equal(fx_publish(pub, NULL, is_refund, id, M, is_refund ? "alipay" : "wxpay",
+				    order, attempt, RD_KAFKA_PARTITION_UA, &pos),
+			 0);
+}
+
+static const char *
+pay_outcome(unsigned long long id, char *buf, size_t cap)
+{
+	return qsid("SELECT IFNULL(outcome, '') FROM pay_callback_log WHERE id = ?", id, buf, cap);
+}
+
+static const char *
+order_status(const char *order, char *buf, size_t cap)
+{
+	return qs("SELECT status FROM orders WHERE out_trade_no = ?", order, buf, cap);
+}
+
+static long long
+events_of(const char *order)
+{
+	return q1("SELECT COUNT(*) FROM order_events WHERE out_trade_no = ?", order);
+}
+
+/* ---- reading topics back --------------------------------------------------------------- */
+
+struct scan {
+	const char *key;
+	unsigned long long id; /* dead letters: the row id to count */
+	int n;
+	char event_ids[4][256];
+	char reasons[4][64];
+};
+
+static int
+scan_key(void *arg, const rd_kafka_message_t *m)
+{
+	struct scan *s = arg;
+	json_t *o;
+
+	if (m->key_len != strlen(s->key) || memcmp(m->key, s->key, m->key_len) != 0)
+		return 0;
+	if ((o = json_loadb(m->payload, m->len, 0, NULL)) == NULL)
+		return 0;
+	if (s->id == 0 || (unsigned long long)json_integer_value(json_object_get(o, "id")) == s->id) {
+		if (s->n < 4) {
+			const char *e = json_string_value(json_object_get(o, "event_id"));
+			const char *r = json_string_value(json_object_get(o, "reason"));
+			snprintf(s->event_ids[s->n], sizeof(s->event_ids[0]), "%s", e ? e : "");
+			snprintf(s->reasons[s->n], sizeof(s->reasons[0]), "%s", r ? r : "");
+		}
+		s->n++;
+	}
+	json_decref(o);
+	return 0;
+}
+
+static int
+scan_topic(const char *suffix, const char *key, unsigned long long id, struct scan *s)
+{
+	char topic[256];
+
+	memset(s, 0, sizeof(*s));
+	s->key = key;
+	s->id = id;
+	conf_topic(&cf, suffix, topic, sizeof(topic));
+	assert_true(fx_read_topic(&cf, topic, scan_key, s) >= 0);
+	return s->n;
+}
+
+/* ---- the cases ------------------------------------------------------------------------- */
+
+static void
+payment_paid_once_and_events_relayed_once(void **state)
+{
+	char buf[256];
+	struct scan s;
+	unsigned long long id;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-paid", "88.88", "CNY", "PENDING"), 0);
+	id = pay("O-paid", "T-paid", "88.88", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
+	assert_string_equal(pay_outcome(id, buf, sizeof(buf)), "paid");
+	assert_string_equal(order_status("O-paid", buf, sizeof(buf)), "PAID");
+	assert_string_equal(qs("SELECT channel_trade_no FROM orders WHERE out_trade_no = ?",
+			       "O-paid", buf, sizeof(buf)),
+			    "T-paid");
+	assert_int_equal(qid("SELECT COUNT(*) FROM pay_callback_log WHERE id = ? AND done_at IS "
+			     "NOT NULL",
+			     id),
+			 1);
+	assert_int_equal(events_of("O-paid"), 2);
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE event_id = ?",
+			    "default|O-paid|order.paid.shipment"),
+			 1);
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE event_id = ?",
+			    "default|O-paid|order.paid.points"),
+			 1);
+	/* The relay marks both sent once they are on the topic. */
+	{
+		struct db_in in[1] = {DBI_STR("O-paid")};
+		assert_int_equal(harness_wait_i64(&db,
+						  "SELECT COUNT(*) FROM order_events WHERE "
+						  "out_trade_no = ? AND sent_at IS NOT NULL",
+						  in, 1, 2, WAIT_MS),
+				 0);
+	}
+	assert_int_equal(scan_topic("order-events", "default|O-paid", 0, &s), 2);
+	assert_true((strcmp(s.event_ids[0], "default|O-paid|order.paid.shipment") == 0 &&
+		     strcmp(s.event_ids[1], "default|O-paid|order.paid.points") == 0) ||
+		    (strcmp(s.event_ids[1], "default|O-paid|order.paid.shipment") == 0 &&
+		     strcmp(s.event_ids[0], "default|O-paid|order.paid.points") == 0));
+	/* The message is the stored payload, amount as an exact decimal string. */
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE out_trade_no = ? AND "
+			    "JSON_VALUE(payload, '$.amount') = '88.88' AND "
+			    "JSON_VALUE(payload, '$.currency') = 'CNY' AND "
+			    "JSON_VALUE(payload, '$.channel_trade_no') = 'T-paid'",
+			    "O-paid"),
+			 2);
+	assert_int_equal(q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?",
+			    "O-paid"),
+			 0);
+}
+
+static void
+payment_known_already_is_duplicate(void **state)
+{
+	char buf[64];
+	unsigned long long id;
+
+	(void)state;
+	/* Paid through another path (the merchant's own order query) with the same trade. */
+	assert_int_equal(fx_order(&db, M, "O-dup", "10.00", "CNY", "PAID"), 0);
+	{
+		struct db_in in[1] = {DBI_STR("O-dup")};
+		assert_int_equal(db_exec(&db,
+					 "UPDATE orders SET channel = 'wxpay', channel_trade_no = "
+					 "'T-dup' WHERE out_trade_no = ?",
+					 in, 1, NULL, NULL),
+				 DB_OK);
+	}
+	id = pay("O-dup", "T-dup", "10.00", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
+	assert_string_equal(pay_outcome(id, buf, sizeof(buf)), "duplicate");
+	assert_string_equal(order_status("O-dup", buf, sizeof(buf)), "PAID");
+	assert_int_equal(events_of("O-dup"), 0);
+	assert_int_equal(q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "O-dup"),
+			 0);
+	assert_int_equal(q1("SELECT COUNT(*) FROM alerts WHERE out_trade_no = ?", "O-dup"), 0);
+}
+
+static void
+second_payment_is_paid_twice_refund_and_alert(void **state)
+{
+	char buf[64];
+	unsigned long long first, second;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-twice", "20.00", "CNY", "PENDING"), 0);
+	first = pay("O-twice", "T-twice-1", "20.00", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, first, 1, WAIT_MS), 0);
+	second = pay("O-twice", "T-twice-2", "20.00", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, second, 1, WAIT_MS), 0);
+	assert_string_equal(pay_outcome(first, buf, sizeof(buf)), "paid");
+	assert_string_equal(pay_outcome(second, buf, sizeof(buf)), "paid_twice");
+	assert_string_equal(qs("SELECT channel_trade_no FROM orders WHERE out_trade_no = ?",
+			       "O-twice", buf, sizeof(buf)),
+			    "T-twice-1");
+	assert_int_equal(q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ? AND "
+			    "channel_trade_no = 'T-twice-2' AND reason = 'paid_twice' AND amount = "
+			    "20.00 AND status = 'REQUESTED'",
+			    "O-twice"),
+			 1);
+	assert_int_equal(q1("SELECT COUNT(*) FROM alerts WHERE out_trade_no = ? AND kind = "
+			    "'paid_twice'",
+			    "O-twice"),
+			 1);
+	assert_int_equal(events_of("O-twice"), 2); /* shipped once */
+	assert_true(harness_file_count(plog, "event=alert kind=paid_twice order=O-twice") == 1);
+}
+
+static void
+payment_after_close_is_refunded_never_shipped(void **state)
+{
+	char buf[64];
+	unsigned long long id;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-closed", "30.00", "CNY", "CLOSED"), 0);
+	id = pay("O-closed", "T-closed", "30.00", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
+	assert_string_equal(pay_outcome(id, buf, sizeof(buf)), "paid_after_close");
+	assert_string_equal(order_status("O-closed", buf, sizeof(buf)), "CLOSED");
+	assert_int_equal(q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ? AND "
+			    "reason = 'paid_after_close' AND channel_trade_no = 'T-closed'",
+			    "O-closed"),
+			 1);
+	assert_int_equal(q1("SELECT COUNT(*) FROM alerts WHERE out_trade_no = ? AND kind = "
+			    "'paid_after_close'",
+			    "O-closed"),
+			 1);
+	assert_int_equal(events_of("O-closed"), 0);
+}
+
+static void
+check_dead(const char *order, unsigned long long id, const char *reason)
+{
+	char buf[600], key[200];
+	struct scan s;
+
+	assert_int_equal(fx_wait_row(&db, 0, id, 2, WAIT_MS), 0);
+	/* A dead row's outcome says why. */
+	assert_string_equal(pay_outcome(id, buf, sizeof(buf)), reason);
+	assert_non_null(strstr(qsid("SELECT IFNULL(last_error, '') FROM pay_callback_log WHERE "
+				    "id = ?",
+				    id, buf, sizeof(buf)),
+			       strcmp(reason, "amount_mismatch") == 0 ? "amount" : "currency"));
+	assert_string_equal(order_status(order, buf, sizeof(buf)), "PENDING");
+	assert_int_equal(events_of(order), 0);
+	{
+		struct db_in in[3] = {DBI_I64(id), DBI_STR(order), DBI_STR(reason)};
+		assert_int_equal(harness_query_i64(&db,
+						   "SELECT COUNT(*) FROM alerts WHERE callback_id = "
+						   "? AND out_trade_no = ? AND kind = ?",
+						   in, 3),
+				 1);
+	}
+	snprintf(key, sizeof(key), "default|%s", order);
+	assert_int_equal(scan_topic("callbacks.dlq", key, id, &s), 1);
+	assert_string_equal(s.reasons[0], reason);
+}
+
+static void
+amount_mismatch_is_dead_with_alert_and_one_dead_letter(void **state)
+{
+	unsigned long long id;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-amount", "88.88", "CNY", "PENDING"), 0);
+	id = pay("O-amount", "T-amount", "88.80", "CNY", NULL);
+	check_dead("O-amount", id, "amount_mismatch");
+	assert_true(harness_file_count(plog, "event=alert kind=amount_mismatch order=O-amount") ==
+		    1);
+	assert_true(harness_file_count(plog, "level=error event=alert") >= 1);
+}
+
+static void
+currency_mismatch_is_dead_with_alert_and_one_dead_letter(void **state)
+{
+	unsigned long long id;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-cur", "88.88", "CNY", "PENDING"), 0);
+	id = pay("O-cur", "T-cur", "88.88", "USD", NULL);
+	check_dead("O-cur", id, "currency_mismatch");
+}
+
+struct committed {
+	const char *topic;
+	int32_t partition;
+	long long want;
+};
+
+static int
+committed_cond(void *arg)
+{
+	struct committed *c = arg;
+
+	return fx_committed(&cf, c->topic, c->partition) >= c->want;
+}
+
+static void
+order_not_found_is_recorded_for_retry_and_offset_stored(void **state)
+{
+	char buf[256], topic[256];
+	struct fx_pos pos;
+	unsigned long long id;
+
+	(void)state;
+	id = pay("O-missing", "T-missing", "5.00", "CNY", &pos);
+	assert_int_equal(fx_wait_retry(&db, 0, id, 1, WAIT_MS), 0);
+	assert_int_equal(qid("SELECT status FROM pay_callback_log WHERE id = ?", id), 0);
+	assert_string_equal(qsid("SELECT IFNULL(last_error, '') FROM pay_callback_log WHERE id = ?",
+				 id, buf, sizeof(buf)),
+			    "order not found");
+	/* Due at once (ingest reserved it initial_lease_s ahead): the retrier takes it now. */
+	assert_int_equal(qid("SELECT COUNT(*) FROM pay_callback_log WHERE id = ? AND "
+			     "next_retry_at <= NOW(3) AND next_retry_at < created_at + INTERVAL 10 "
+			     "SECOND",
+			     id),
+			 1);
+	/* The offset after the message is committed (auto commit runs every second). */
+	conf_topic(&cf, "callbacks", topic, sizeof(topic));
+	{
+		struct committed c = {topic, pos.partition, pos.offset + 1};
+		assert_int_equal(harness_wait_until(committed_cond, &c, WAIT_MS), 0);
+	}
+	assert_int_equal(qid("SELECT retry_count FROM pay_callback_log WHERE id = ?", id), 1);
+	assert_true(harness_file_count(plog, "outcome=retry reason=\"order not found\" "
+					     "order=O-missing") == 1);
+}
+
+static void
+lock_wait_timeout_is_a_recorded_failure_not_a_hot_loop(void **state)
+{
+	struct db locker;
+	char buf[256];
+	unsigned long long id;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-locked", "7.00", "CNY", "PENDING"), 0);
+	harness_db(&cf, &locker);
+	assert_int_equal(db_begin(&locker), DB_OK);
+	{
+		struct db_in in[1] = {DBI_STR("O-locked")};
+		struct db_out out[1] = {DBO_I64()};
+		assert_int_equal(db_query(&locker,
+					  "SELECT id FROM orders WHERE out_trade_no = ? FOR UPDATE",
+					  in, 1, out, 1, NULL, NULL, NULL),
+				 DB_OK);
+	}
+	id = pay("O-locked", "T-locked", "7.00", "CNY", NULL);
+	/* The processor's lock wait is 1 s: one failure, recorded, and no second attempt. */
+	assert_int_equal(fx_wait_retry(&db, 0, id, 1, WAIT_MS), 0);
+	assert_non_null(strstr(qsid("SELECT IFNULL(last_error, '') FROM pay_callback_log WHERE "
+				    "id = ?",
+				    id, buf, sizeof(buf)),
+			       "1205"));
+	assert_int_equal(db_rollback(&locker), DB_OK);
+	db_close(&locker);
+	assert_string_equal(order_status("O-locked", buf, sizeof(buf)), "PENDING");
+	assert_int_equal(qid("SELECT retry_count FROM pay_callback_log WHERE id = ?", id), 1);
+	/* The retrier's republication (attempt 2) then applies it. */
+	republish(0, id, "O-locked", 2);
+	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
+	assert_string_equal(order_status("O-locked", buf, sizeof(buf)), "PAID");
+}
+
+static void
+refunds_partial_then_full(void **state)
+{
+	char buf[64];
+	unsigned long long p, r1, r2;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-refund", "88.88", "CNY", "PENDING"), 0);
+	p = pay("O-refund", "T-refund", "88.88", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, p, 1, WAIT_MS), 0);
+	r1 = refund("O-refund", "R-refund-1", "30.01", 0, "CNY");
+	assert_int_equal(fx_wait_row(&db, 1, r1, 1, WAIT_MS), 0);
+	assert_string_equal(order_status("O-refund", buf, sizeof(buf)), "REFUNDING");
+	assert_string_equal(qs("SELECT CAST(refunded_amount AS CHAR) FROM orders WHERE "
+			       "out_trade_no = ?",
+			       "O-refund", buf, sizeof(buf)),
+			    "30.01");
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE out_trade_no = ? AND "
+			    "event_type = 'order.refunded'",
+			    "O-refund"),
+			 0);
+	r2 = refund("O-refund", "R-refund-2", "58.87", 0, "CNY");
+	assert_int_equal(fx_wait_row(&db, 1, r2, 1, WAIT_MS), 0);
+	assert_string_equal(order_status("O-refund", buf, sizeof(buf)), "REFUNDED");
+	assert_string_equal(qs("SELECT CAST(refunded_amount AS CHAR) FROM orders WHERE "
+			       "out_trade_no = ?",
+			       "O-refund", buf, sizeof(buf)),
+			    "88.88");
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE out_trade_no = ? AND "
+			    "event_type = 'order.refunded' AND JSON_VALUE(payload, '$.amount') = "
+			    "'88.88'",
+			    "O-refund"),
+			 1);
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ?",
+			    "O-refund"),
+			 2);
+	assert_string_equal(qsid("SELECT outcome FROM refund_callback_log WHERE id = ?", r1, buf,
+				 sizeof(buf)),
+			    "refund_partial");
+	assert_string_equal(qsid("SELECT outcome FROM refund_callback_log WHERE id = ?", r2, buf,
+				 sizeof(buf)),
+			    "refunded");
+}
+
+static void
+cumulative_refunds_apply_only_the_increase(void **state)
+{
+	char buf[64];
+	unsigned long long p, r1, r2, r3;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-cum", "100.00", "CNY", "PENDING"), 0);
+	p = pay("O-cum", "T-cum", "100.00", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, p, 1, WAIT_MS), 0);
+	r1 = refund("O-cum", "R-cum-1", "10.00", 1, "CNY");
+	assert_int_equal(fx_wait_row(&db, 1, r1, 1, WAIT_MS), 0);
+	r2 = refund("O-cum", "R-cum-2", "35.50", 1, "CNY"); /* total so far: +25.50 */
+	assert_int_equal(fx_wait_row(&db, 1, r2, 1, WAIT_MS), 0);
+	assert_string_equal(qs("SELECT CAST(refunded_amount AS CHAR) FROM orders WHERE "
+			       "out_trade_no = ?",
+			       "O-cum", buf, sizeof(buf)),
+			    "35.50");
+	/* An older cumulative total that arrives late adds nothing. */
+	r3 = refund("O-cum", "R-cum-0", "5.00", 1, "CNY");
+	assert_int_equal(fx_wait_row(&db, 1, r3, 1, WAIT_MS), 0);
+	assert_string_equal(qsid("SELECT outcome FROM refund_callback_log WHERE id = ?", r3, buf,
+				 sizeof(buf)),
+			    "refund_covered");
+	assert_string_equal(qs("SELECT CAST(refunded_amount AS CHAR) FROM orders WHERE "
+			       "out_trade_no = ?",
+			       "O-cum", buf, sizeof(buf)),
+			    "35.50");
+	assert_string_equal(order_status("O-cum", buf, sizeof(buf)), "REFUNDING");
+}
+
+static void
+refund_beyond_the_payment_is_dead(void **state)
+{
+	char buf[64];
+	unsigned long long p, r;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-over", "10.00", "CNY", "PENDING"), 0);
+	p = pay("O-over", "T-over", "10.00", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, p, 1, WAIT_MS), 0);
+	r = refund("O-over", "R-over", "10.01", 0, "CNY");
+	assert_int_equal(fx_wait_row(&db, 1, r, 2, WAIT_MS), 0);
+	assert_string_equal(order_status("O-over", buf, sizeof(buf)), "PAID");
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ?", "O-over"),
+			 0);
+	assert_int_equal(q1("SELECT COUNT(*) FROM alerts WHERE out_trade_no = ? AND kind = "
+			    "'amount_mismatch'",
+			    "O-over"),
+			 1);
+}
+
+static void
+refund_before_payment_is_retryable(void **state)
+{
+	char buf[256];
+	unsigned long long r;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-early", "12.00", "CNY", "PENDING"), 0);
+	r = refund("O-early", "R-early", "12.00", 0, "CNY");
+	assert_int_equal(fx_wait_retry(&db, 1, r, 1, WAIT_MS), 0);
+	assert_int_equal(qid("SELECT status FROM refund_callback_log WHERE id = ?", r), 0);
+	assert_string_equal(qsid("SELECT IFNULL(last_error, '') FROM refund_callback_log WHERE "
+				 "id = ?",
+				 r, buf, sizeof(buf)),
+			    "order not paid (PENDING)");
+	assert_string_equal(order_status("O-early", buf, sizeof(buf)), "PENDING");
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ?", "O-early"),
+			 0);
+}
+
+static void
+out_of_order_refund_payment_refund_ends_refunded(void **state)
+{
+	char buf[64];
+	unsigned long long p, r;
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-ooo", "66.60", "CNY", "PENDING"), 0);
+	r = refund("O-ooo", "R-ooo", "66.60", 0, "CNY");
+	assert_int_equal(fx_wait_retry(&db, 1, r, 1, WAIT_MS), 0);
+	p = pay("O-ooo", "T-ooo", "66.60", "CNY", NULL);
+	assert_int_equal(fx_wait_row(&db, 0, p, 1, WAIT_MS), 0);
+	assert_string_equal(order_status("O-ooo", buf, sizeof(buf)), "PAID");
+	/* The retrier's republication of the refund. */
+	republish(1, r, "O-ooo", 2);
+	assert_int_equal(fx_wait_row(&db, 1, r, 1, WAIT_MS), 0);
+	assert_string_equal(order_status("O-ooo", buf, sizeof(buf)), "REFUNDED");
+	assert_string_equal(qs("SELECT CAST(refunded_amount AS CHAR) FROM orders WHERE "
+			       "out_trade_no = ?",
+			       "O-ooo", buf, sizeof(buf)),
+			    "66.60");
+	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE out_trade_no = ? AND "
+			    "event_type = 'order.refunded'",
+			    "O-ooo"),
+			 1);
+	assert_int_equal(events_of("O-ooo"), 3);
+	assert_int_equal(qid("SELECT retry_count FROM refund_callback_log WHERE id = ?", r), 1);
+}
+
+static void
+every_outcome_logged_once_with_the_callback_id_first(void **state)
+{
+	(void)state;
+	/* One processed line per applied callback; ids lead the line ("cb7: level=..."). */
+	assert_true(harness_file_count(plog, ": cb") > 0);
+	assert_true(harness_file_count(plog, "event=processed outcome=paid order=O-paid "
+					     "merchant=default attempt=1") == 1);
+	assert_true(harness_file_count(plog, "elapsed_ms=") > 0);
+}
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	pub = fx_pub_new(&cf);
+	if (pub == NULL)
+		return -1;
+	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
+	return pid > 0 ? 0 : -1;
+}
+
+static int
+group_teardown(void **state)
+{
+	int rc;
+
+	(void)state;
+	fx_pub_free(pub);
+	/* SIGTERM drains: exit 0, and the sanitizer build reports leaks as a failure here. */
+	rc = harness_stop(pid, SIGTERM, 30000);
+	printf("# processor exited with %d (log %s)\n", rc, plog);
+	return rc == 0 ? 0 : -1;
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(payment_paid_once_and_events_relayed_once),
+	    cmocka_unit_test(payment_known_already_is_duplicate),
+	    cmocka_unit_test(second_payment_is_paid_twice_refund_and_alert),
+	    cmocka_unit_test(payment_after_close_is_refunded_never_shipped),
+	    cmocka_unit_test(amount_mismatch_is_dead_with_alert_and_one_dead_letter),
+	    cmocka_unit_test(currency_mismatch_is_dead_with_alert_and_one_dead_letter),
+	    cmocka_unit_test(order_not_found_is_recorded_for_retry_and_offset_stored),
+	    cmocka_unit_test(lock_wait_timeout_is_a_recorded_failure_not_a_hot_loop),
+	    cmocka_unit_test(refunds_partial_then_full),
+	    cmocka_unit_test(cumulative_refunds_apply_only_the_increase),
+	    cmocka_unit_test(refund_beyond_the_payment_is_dead),
+	    cmocka_unit_test(refund_before_payment_is_retryable),
+	    cmocka_unit_test(out_of_order_refund_payment_refund_ends_refunded),
+	    cmocka_unit_test(every_outcome_logged_once_with_the_callback_id_first),
+	};
+	char group[256];
+	int rc;
+
+	if (harness_setup(&cf, "proc", NULL) != 0)
+		return 1;
+	snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
+	harness_set(&cf.kafka.group_id, group);
+	cf.processor.threads = 2;
+	cf.db.lock_wait_timeout_s = 1;
+	harness_db(&cf, &db);
+	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+	db_close(&db);
+	harness_teardown(&cf);
+	return rc;
+}

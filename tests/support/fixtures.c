@@ -1,0 +1,566 @@
+/*
+ * fixtures - orders, callback rows and callback messages for processor tests (see
+ * fixtures.h).
+ *
+ * The rows are written with the very statements ingest uses (ingest/ingest_flow.c), raw
+ * body and hash included, so the processor sees nothing a test made up. The producer is a
+ * plain librdkafka producer with kq.c's settings, because tests need the partition, the
+ * offset and the timestamp a message got, which kq_produce_wait does not return.
+ */
+#include "fixtures.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+#include "kq.h"
+#include "msg.h"
+
+int
+fx_order(struct db *db, const char *merchant, const char *order, const char *amount,
+	 const char *currency, const char *status)
+{
+	struct db_in in[5] = {DBI_STR(merchant), DBI_STR(order), DBI_STR(amount),
+			      DBI_STR(currency), DBI_STR(status)};
+
+	if (db_exec(db,
+		    "INSERT INTO orders (merchant_id, out_trade_no, amount, currency, status) "
+		    "VALUES (?, ?, ?, ?, ?)",
+		    in, 5, NULL, NULL) != DB_OK) {
+		printf("# fixtures: order %s: %s\n", order, db->last_error);
+		return -1;
+	}
+	return 0;
+}
+
+unsigned long long
+fx_pay_row(struct db *db, const struct conf *cf, const char *merchant, const char *channel,
+	   const char *trade_no, const char *order, const char *amount, const char *currency)
+{
+	char body[512], event_id[160];
+	unsigned long long id = 0;
+
+	snprintf(body, sizeof(body), "{\"fixture\":\"pay\",\"trade\":\"%s\",\"order\":\"%s\"}",
+		 trade_no, order);
+	snprintf(event_id, sizeof(event_id), "evt_%s", trade_no);
+	{
+		struct db_in in[12] = {DBI_STR(merchant),   DBI_STR(channel),
+				       DBI_STR(trade_no),   DBI_STR(order),
+				       DBI_STR(event_id),   DBI_STR("TRANSACTION.SUCCESS"),
+				       DBI_STR("SUCCESS"),  DBI_STR(amount),
+				       DBI_STR(currency),   DBI_BIN(body, strlen(body)),
+				       DBI_STR(body),       DBI_I64(cf->retry.initial_lease_s)};
+
+		if (db_exec(db,
+			    "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, "
+			    "out_trade_no, event_id, event_type, trade_status, amount, currency, "
+			    "raw_body, body_sha256, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+			    "?, ?, SHA2(?, 256), NOW(3) + INTERVAL ? SECOND)",
+			    in, 12, NULL, &id) != DB_OK) {
+			printf("# fixtures: pay row %s: %s\n", trade_no, db->last_error);
+			return 0;
+		}
+	}
+	return id;
+}
+
+unsigned long long
+fx_refund_row(struct db *db, const struct conf *cf, const char *merchant, const char *channel,
+	      const char *refund_no, const char *pay_trade_no, const char *order,
+	      const char *amount, int cumulative, const char *currency)
+{
+	char body[512], event_id[200];
+	unsigned long long id = 0;
+
+	snprintf(body, sizeof(body), "{\"fixture\":\"refund\",\"refund\":\"%s\",\"order\":\"%s\"}",
+		 refund_no, order);
+	snprintf(event_id, sizeof(event_id), "evt_%s", refund_no);
+	{
+		struct db_in in[14] = {DBI_STR(merchant),    DBI_STR(channel),
+				       DBI_STR(refund_no),   DBI_STR(pay_trade_no),
+				       DBI_STR(order),       DBI_STR(event_id),
+				       DBI_STR("REFUND.SUCCESS"), DBI_STR("SUCCESS"),
+				       DBI_STR(amount),      DBI_I64(cumulative ? 1 : 0),
+				       DBI_STR(currency),    DBI_BIN(body, strlen(body)),
+				       DBI_STR(body),        DBI_I64(cf->retry.initial_lease_s)};
+
+		if (db_exec(db,
+			    "INSERT INTO refund_callback_log (merchant_id, channel, refund_no, "
+			    "channel_trade_no, out_trade_no, event_id, event_type, refund_status, "
+			    "amount, amount_cumulative, currency, raw_body, body_sha256, "
+			    "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+			    "SHA2(?, 256), NOW(3) + INTERVAL ? SECOND)",
+			    in, 14, NULL, &id) != DB_OK) {
+			printf("# fixtures: refund row %s: %s\n", refund_no, db->last_error);
+			return 0;
+		}
+	}
+	return id;
+}
+
+/* ---- publishing ------------------------------------------------------------------- */
+
+struct fx_pub {
+	rd_kafka_t *rk;
+	char topic[256];
+};
+
+struct fx_dr {
+	int done;
+	rd_kafka_resp_err_t err;
+	struct fx_pos pos;
+};
+
+static void
+fx_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+	struct fx_dr *dr = m->_private;
+	rd_kafka_timestamp_type_t tt;
+
+	(void)rk;
+	(void)opaque;
+	if (dr == NULL)
+		return;
+	dr->err = m->err;
+	dr->pos.partition = m->partition;
+	dr->pos.offset = m->offset;
+	dr->pos.timestamp_ms = rd_kafka_message_timestamp(m, &tt);
+	dr->done = 1;
+}
+
+struct fx_pub *
+fx_pub_new(const struct conf *cf)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	struct fx_pub *p = calloc(1, sizeof(*p));
+	char err[256];
+
+	if (p == NULL || kq_conf_common(conf, &cf->kafka, err, sizeof(err)) != 0 ||
+	    rd_kafka_conf_set(conf, "enable.idempotence", "true", err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "linger.ms", "1", err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "partitioner", "murmur2_random", err, sizeof(err))) {
+		printf("# fixtures: producer: %s\n", err);
+		rd_kafka_conf_destroy(conf);
+		free(p);
+		return NULL;
+	}
+	rd_kafka_conf_set_dr_msg_cb(conf, fx_on_delivery);
+	if ((p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err))) == NULL) {
+		printf("# fixtures: producer: %s\n", err);
+		rd_kafka_conf_destroy(conf);
+		free(p);
+		return NULL;
+	}
+	conf_topic(cf, "callbacks", p->topic, sizeof(p->topic));
+	return p;
+}
+
+void
+fx_pub_free(struct fx_pub *p)
+{
+	if (p == NULL)
+		return;
+	rd_kafka_flush(p->rk, 10000);
+	rd_kafka_destroy(p->rk);
+	free(p);
+}
+
+int
+fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long id,
+	   const char *merchant, const char *channel, const char *order, int attempt,
+	   int32_t partition, struct fx_pos *pos)
+{
+	struct msg_callback m;
+	struct fx_dr dr;
+	char key[256], val[512];
+	rd_kafka_resp_err_t e;
+	int klen, vlen;
+
+	memset(&m, 0, sizeof(m));
+	memset(&dr, 0, sizeof(dr));
+	m.log = refund ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.id = id;
+	m.attempt = attempt;
+	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", merchant);
+	snprintf(m.channel, sizeof(m.channel), "%s", channel);
+	snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s", order);
+	if ((klen = msg_callback_key(&m, key, sizeof(key))) < 0 ||
+	    (vlen = msg_callback_encode(&m, val, sizeof(val))) < 0)
+		return -1;
+	for (;;) {
+		e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic ? topic : p->topic),
+				      RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key, klen),
+				      RD_KAFKA_V_VALUE(val, vlen),
+				      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+				      RD_KAFKA_V_OPAQUE(pos ? &dr : NULL), RD_KAFKA_V_END);
+		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+			break;
+		rd_kafka_poll(p->rk, 100);
+	}
+	if (e) {
+		printf("# fixtures: produce: %s\n", rd_kafka_err2str(e));
+		return -1;
+	}
+	if (pos == NULL) {
+		rd_kafka_poll(p->rk, 0);
+		return 0;
+	}
+	/* The report lands on this stack frame: wait for it whatever happens. */
+	while (!dr.done)
+		rd_kafka_poll(p->rk, 100);
+	if (dr.err) {
+		printf("# fixtures: delivery: %s\n", rd_kafka_err2str(dr.err));
+		return -1;
+	}
+	*pos = dr.pos;
+	return 0;
+}
+
+int
+fx_pub_flush(struct fx_pub *p, int timeout_ms)
+{
+	rd_kafka_flush(p->rk, timeout_ms);
+	return rd_kafka_outq_len(p->rk) == 0 ? 0 : -1;
+}
+
+/* ---- reading back ------------------------------------------------------------------ */
+
+static rd_kafka_t *
+fx_consumer(const struct conf *cf, const char *group)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char err[256];
+	rd_kafka_t *rk;
+
+	if (kq_conf_common(conf, &cf->kafka, err, sizeof(err)) != 0 ||
+	    rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "enable.partition.eof", "false", err, sizeof(err))) {
+		printf("# fixtures: consumer: %s\n", err);
+		rd_kafka_conf_destroy(conf);
+		return NULL;
+	}
+	if ((rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err))) == NULL) {
+		printf("# fixtures: consumer: %s\n", err);
+		rd_kafka_conf_destroy(conf);
+		return NULL;
+	}
+	return rk;
+}
+
+long long
+fx_committed(const struct conf *cf, const char *topic, int32_t partition)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_t *rk = fx_consumer(cf, cf->kafka.group_id);
+	long long off = -1;
+
+	rd_kafka_topic_partition_list_add(l, topic, partition);
+	if (rk && rd_kafka_committed(rk, l, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	    l->elems[0].err == RD_KAFKA_RESP_ERR_NO_ERROR && l->elems[0].offset >= 0)
+		off = l->elems[0].offset;
+	rd_kafka_topic_partition_list_destroy(l);
+	if (rk)
+		rd_kafka_destroy(rk);
+	return off;
+}
+
+long long
+fx_read_topic(const struct conf *cf, const char *topic,
+	      int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_partition_list_t *l = NULL;
+	rd_kafka_topic_t *rkt = NULL;
+	rd_kafka_t *rk = fx_consumer(cf, "fixtures-reader");
+	int64_t *high = NULL, *next = NULL;
+	long long n = -1, got = 0;
+	int np = 0, left = 0;
+
+	if (rk == NULL)
+		return -1;
+	rkt = rd_kafka_topic_new(rk, topic, NULL);
+	if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+	    md->topic_cnt != 1 || md->topics[0].err) {
+		printf("# fixtures: metadata of %s failed\n", topic);
+		goto done;
+	}
+	np = md->topics[0].partition_cnt;
+	high = calloc((size_t)np, sizeof(*high));
+	next = calloc((size_t)np, sizeof(*next));
+	l = rd_kafka_topic_partition_list_new(np);
+	for (int i = 0; i < np; i++) {
+		int64_t lo = 0, hi = 0;
+
+		if (rd_kafka_query_watermark_offsets(rk, topic, i, &lo, &hi, 10000)) {
+			printf("# fixtures: watermarks of %s [%d] failed\n", topic, i);
+			goto done;
+		}
+		high[i] = hi;
+		next[i] = lo;
+		if (hi > lo) {
+			rd_kafka_topic_partition_list_add(l, topic, i)->offset = lo;
+			left++;
+		}
+	}
+	if (rd_kafka_assign(rk, l) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		goto done;
+	{
+		long long end = 0;
+		rd_kafka_message_t *m;
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		end = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 60000;
+		while (left > 0) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			if ((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 > end) {
+				printf("# fixtures: reading %s timed out\n", topic);
+				goto done;
+			}
+			if ((m = rd_kafka_consumer_poll(rk, 200)) == NULL)
+				continue;
+			if (!m->err && m->partition < np && m->offset >= next[m->partition] &&
+			    m->offset < high[m->partition]) {
+				got++;
+				next[m->partition] = m->offset + 1;
+				if (next[m->partition] == high[m->partition])
+					left--;
+				if (cb && cb(arg, m)) {
+					rd_kafka_message_destroy(m);
+					break;
+				}
+			}
+			rd_kafka_message_destroy(m);
+		}
+	}
+	n = got;
+done:
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	if (l)
+		rd_kafka_topic_partition_list_destroy(l);
+	if (rkt)
+		rd_kafka_topic_destroy(rkt);
+	free(high);
+	free(next);
+	rd_kafka_destroy(rk);
+	return n;
+}
+
+/* ---- the processor daemon ---------------------------------------------------------- */
+
+const char *
+fx_dir(void)
+{
+	static char dir[512];
+	const char *var = getenv("PAYCB_VAR");
+
+	if (!dir[0])
+		snprintf(dir, sizeof(dir), "%s", var ? var : "/tmp");
+	return dir;
+}
+
+int
+fx_processor_start(const struct conf *cf, const char *name, char *log, size_t loglen)
+{
+	const char *bin = getenv("PAYCB_PROCESSOR_BIN") ? getenv("PAYCB_PROCESSOR_BIN")
+						       : "bin/paycb-processor";
+	char path[1024], dir[600];
+
+	snprintf(dir, sizeof(dir), "%s/test-logs", fx_dir());
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/%s-%s.conf", dir, cf->kafka.topic_prefix, name);
+	snprintf(log, loglen, "%s/%s-%s.log", dir, cf->kafka.topic_prefix, name);
+	if (harness_write_conf(cf, path, NULL) != 0)
+		return -1;
+	return harness_spawn(bin, path, log);
+}
+
+int
+fx_wait_row(struct db *db, int refund, unsigned long long id, int status, long long timeout_ms)
+{
+	struct db_in in[1] = {DBI_I64(id)};
+
+	return harness_wait_i64(db,
+				refund ? "SELECT status FROM refund_callback_log WHERE id = ?"
+				       : "SELECT status FROM pay_callback_log WHERE id = ?",
+				in, 1, status, timeout_ms);
+}
+
+int
+fx_wait_retry(struct db *db, int refund, unsigned long long id, int retry_count,
+	      long long timeout_ms)
+{
+	struct db_in in[1] = {DBI_I64(id)};
+
+	return harness_wait_i64(db,
+				refund ? "SELECT retry_count FROM refund_callback_log WHERE id = ?"
+				       : "SELECT retry_count FROM pay_callback_log WHERE id = ?",
+				in, 1, retry_count, timeout_ms);
+}
+
+/* ---- loads --------------------------------------------------------------------------- */
+
+int
+fx_load_create(struct db *db, const struct conf *cf, struct fx_load *l, const char *prefix,
+	       int n)
+{
+	char order[64], trade[80], rno[80];
+
+	memset(l, 0, sizeof(*l));
+	snprintf(l->prefix, sizeof(l->prefix), "%s", prefix);
+	l->n = n;
+	l->pay_ids = calloc((size_t)n, sizeof(*l->pay_ids));
+	l->refund_ids = calloc((size_t)n, sizeof(*l->refund_ids));
+	if (l->pay_ids == NULL || l->refund_ids == NULL)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		snprintf(order, sizeof(order), "%s-%d", prefix, i);
+		snprintf(trade, sizeof(trade), "T-%s", order);
+		snprintf(rno, sizeof(rno), "R-%s", order);
+		if (fx_order(db, "default", order, "10.00", "CNY", "PENDING") != 0 ||
+		    (l->pay_ids[i] = fx_pay_row(db, cf, "default", "wxpay", trade, order, "10.00",
+						"CNY")) == 0 ||
+		    (l->refund_ids[i] = fx_refund_row(db, cf, "default", "wxpay", rno, trade, order,
+						      "1.00", 0, "CNY")) == 0)
+			return -1;
+	}
+	return 0;
+}
+
+void
+fx_load_free(struct fx_load *l)
+{
+	free(l->pay_ids);
+	free(l->refund_ids);
+	memset(l, 0, sizeof(*l));
+}
+
+int
+fx_load_publish(struct fx_pub *p, const struct fx_load *l, int from, int to)
+{
+	char order[64];
+
+	for (int i = from; i < to && i < l->n; i++) {
+		snprintf(order, sizeof(order), "%s-%d", l->prefix, i);
+		if (fx_publish(p, NULL, 0, l->pay_ids[i], "default", "wxpay", order, 1,
+			       RD_KAFKA_PARTITION_UA, NULL) != 0 ||
+		    fx_publish(p, NULL, 1, l->refund_ids[i], "default", "wxpay", order, 1,
+			       RD_KAFKA_PARTITION_UA, NULL) != 0)
+			return -1;
+	}
+	return fx_pub_flush(p, 30000);
+}
+
+long long
+fx_load_done(struct db *db, const struct fx_load *l)
+{
+	struct db_in in[2] = {DBI_STR(l->prefix), DBI_STR(l->prefix)};
+
+	return harness_query_i64(db,
+				 "SELECT (SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no "
+				 "LIKE CONCAT(?, '-%') AND status = 1) + (SELECT COUNT(*) FROM "
+				 "refund_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
+				 "status = 1)",
+				 in, 2);
+}
+
+/* fx_log_applied - counts "event=processed" lines per callback id in a processor log */
+static void
+fx_log_applied(const char *path, int *pay, int *ref, unsigned long long max,
+	       long long *skipped)
+{
+	char line[4096];
+	FILE *fp;
+
+	if ((fp = fopen(path, "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), fp)) {
+		char *p = strstr(line, "]: ");
+		unsigned long long id;
+		int refund;
+
+		if (p == NULL)
+			continue;
+		p += 3;
+		if (strncmp(p, "cb", 2) == 0)
+			refund = 0;
+		else if (strncmp(p, "rf", 2) == 0)
+			refund = 1;
+		else
+			continue;
+		id = strtoull(p + 2, NULL, 10);
+		if (id > max)
+			continue;
+		if (strstr(p, " event=processed "))
+			(refund ? ref : pay)[id]++;
+		else if (strstr(p, " event=skipped "))
+			(*skipped)++;
+	}
+	fclose(fp);
+}
+
+int
+fx_load_check(struct db *db, const struct fx_load *l, char logs[][1024], int nlogs,
+	      long long *skipped)
+{
+	struct db_in in[1] = {DBI_STR(l->prefix)};
+	unsigned long long max = 0;
+	int *pay = NULL, *ref = NULL, bad = 0;
+	long long v;
+
+#define FX_WANT(sql, want)                                                                     \
+	do {                                                                                   \
+		if ((v = harness_query_i64(db, sql, in, 1)) != (want)) {                         \
+			printf("# load check: %lld, want %lld: %s\n", v, (long long)(want), sql);  \
+			bad++;                                                                 \
+		}                                                                              \
+	} while (0)
+	FX_WANT("SELECT COUNT(*) FROM orders WHERE out_trade_no LIKE CONCAT(?, '-%') AND status "
+		"= 'REFUNDING' AND refunded_amount = 1.00 AND channel_trade_no = CONCAT('T-', "
+		"out_trade_no)",
+		l->n);
+	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
+		"event_type IN ('order.paid.shipment', 'order.paid.points')",
+		2 * l->n);
+	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%')",
+		2 * l->n);
+	FX_WANT("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
+		"amount = 1.00",
+		l->n);
+	FX_WANT("SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') "
+		"AND status = 1 AND outcome = 'paid' AND retry_count = 0",
+		l->n);
+	FX_WANT("SELECT COUNT(*) FROM refund_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') "
+		"AND status = 1 AND outcome = 'refund_partial' AND retry_count = 0",
+		l->n);
+	FX_WANT("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no LIKE CONCAT(?, '-%')", 0);
+	FX_WANT("SELECT COUNT(*) FROM alerts WHERE out_trade_no LIKE CONCAT(?, '-%')", 0);
+#undef FX_WANT
+	for (int i = 0; i < l->n; i++) {
+		if (l->pay_ids[i] > max)
+			max = l->pay_ids[i];
+		if (l->refund_ids[i] > max)
+			max = l->refund_ids[i];
+	}
+	pay = calloc(max + 1, sizeof(*pay));
+	ref = calloc(max + 1, sizeof(*ref));
+	*skipped = 0;
+	for (int k = 0; pay && ref && k < nlogs; k++)
+		fx_log_applied(logs[k], pay, ref, max, skipped);
+	for (int i = 0; pay && ref && i < l->n; i++) {
+		if (pay[l->pay_ids[i]] > 1 || ref[l->refund_ids[i]] > 1) {
+			printf("# load check: cb%llu applied %d times, rf%llu %d times\n",
+			       l->pay_ids[i], pay[l->pay_ids[i]], l->refund_ids[i],
+			       ref[l->refund_ids[i]]);
+			bad++;
+		}
+	}
+	free(pay);
+	free(ref);
+	return bad ? -1 : 0;
+}
