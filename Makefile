@@ -37,6 +37,9 @@ PROG_DIRS := ingest processor retrier tools/migrate tools/paycbctl tools/sim
 bin_name   = $(or $(PROGNAME_$(subst /,_,$(1))),paycb-$(notdir $(1)))
 PROGNAME_tools_paycbctl := paycbctl
 PROGNAME_tools_sim      := paycb-sim
+# Archives a program links besides its own and libcommon: the simulator signs notifications
+# with ingest's signing functions, so they verify through the very code ingest runs.
+PROGLIBS_tools_sim      := $(BUILD)/libingest.a
 
 objs_of    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
 libobjs_of = $(filter-out $(BUILD)/$(1)/main.o,$(call objs_of,$(1)))
@@ -76,7 +79,7 @@ define prog_rules
 $(BUILD)/lib$(subst /,_,$(1)).a: $(call libobjs_of,$(1))
 	@mkdir -p $$(dir $$@)
 	$(Q)rm -f $$@; $$(AR) rcs $$@ $$^ $(if $(call libobjs_of,$(1)),,$(BUILD)/empty.o)
-bin/$(call bin_name,$(1)): $(BUILD)/$(1)/main.o $(BUILD)/lib$(subst /,_,$(1)).a $(LIB_COMMON)
+bin/$(call bin_name,$(1)): $(BUILD)/$(1)/main.o $(BUILD)/lib$(subst /,_,$(1)).a $(PROGLIBS_$(subst /,_,$(1))) $(LIB_COMMON)
 	@mkdir -p bin
 	@$(if $(Q),echo "  LD      $$@")
 	$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
@@ -93,6 +96,7 @@ bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_COMMON)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_COMMON) $(LDLIBS) -lcmocka
 
+$(BUILD)/tools/sim/%.o: CFLAGS += -Iingest
 $(BUILD)/tests/%.o: CFLAGS += -Itests/support -Iingest -Iprocessor -Iretrier -Itools/sim -Itools/paycbctl -Itools/migrate
 
 # ---- services and tests -----------------------------------------------------------------
@@ -178,3 +182,74 @@ fuzzers: $(FUZZERS)
 
 fuzz: $(FUZZERS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# ---- install ----------------------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=/stage] [SYSCONFDIR=/etc]
+#
+# Programs into $(BINDIR); schemas, the nginx site and the Prometheus rules into $(DATADIR);
+# the docs into $(DOCDIR); the systemd units (their /usr/local and /etc/paycb paths rewritten
+# for these directories) into $(UNITDIR) (systemd reads /usr/lib and /usr/local/lib; with
+# another PREFIX set UNITDIR=/etc/systemd/system) and the paycb user into $(SYSUSERSDIR). The example
+# configuration (deploy/production) always goes to $(SYSCONFDIR)/paycb/examples and also to
+# $(SYSCONFDIR)/paycb when no file of that name is there (a live configuration is never
+# overwritten): files 0640, directories 0750, the secrets directory 0700. Installed as root
+# onto the live system (no DESTDIR), the paycb user is created if missing (systemd-sysusers,
+# else useradd), the configuration becomes root:paycb and the secrets directory paycb:paycb,
+# and systemd reloads its units; with DESTDIR the ownership is left to the packager.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+DATADIR     ?= $(PREFIX)/share/paycb
+DOCDIR      ?= $(PREFIX)/share/doc/paycb
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+SYSCONFDIR  ?= /etc
+PAYCB_ETC   := $(SYSCONFDIR)/paycb
+# The simulator is a development tool; production hosts do not get it.
+INSTALL_PROGS := $(filter-out bin/paycb-sim,$(PROGS))
+INSTALL_SED := -e 's\#/usr/local/bin/\#$(BINDIR)/\#g' -e 's\#/usr/local/share/paycb/\#$(DATADIR)/\#g' \
+	       -e 's\#/usr/local/share/doc/paycb/\#$(DOCDIR)/\#g' -e 's\#/etc/paycb/\#$(PAYCB_ETC)/\#g'
+
+install: $(INSTALL_PROGS)
+	@set -e; d='$(DESTDIR)'; etc="$$d$(PAYCB_ETC)"; \
+	own=no; if [ -z "$$d" ] && [ "$$(id -u)" = 0 ]; then own=yes; fi; \
+	install -d "$$d$(BINDIR)" "$$d$(DATADIR)/schemas/kafka" "$$d$(DATADIR)/nginx" \
+		"$$d$(DATADIR)/prometheus" "$$d$(DOCDIR)" "$$d$(UNITDIR)" "$$d$(SYSUSERSDIR)"; \
+	install -m 0755 $(INSTALL_PROGS) "$$d$(BINDIR)/"; \
+	install -m 0644 schemas/*.sql schemas/topics.tsv "$$d$(DATADIR)/schemas/"; \
+	install -m 0644 schemas/kafka/*.json "$$d$(DATADIR)/schemas/kafka/"; \
+	install -m 0644 deploy/nginx/*.conf "$$d$(DATADIR)/nginx/"; \
+	install -m 0644 deploy/prometheus/*.yml "$$d$(DATADIR)/prometheus/"; \
+	install -m 0644 docs/*.md "$$d$(DOCDIR)/"; \
+	for u in deploy/systemd/*.service deploy/systemd/*.target; do \
+		sed $(INSTALL_SED) "$$u" >"$$d$(UNITDIR)/$${u##*/}"; chmod 0644 "$$d$(UNITDIR)/$${u##*/}"; \
+	done; \
+	install -m 0644 deploy/systemd/paycb.sysusers "$$d$(SYSUSERSDIR)/paycb.conf"; \
+	if [ $$own = yes ] && ! getent passwd paycb >/dev/null; then \
+		if command -v systemd-sysusers >/dev/null; then systemd-sysusers "$(SYSUSERSDIR)/paycb.conf"; \
+		else useradd --system --user-group --no-create-home --home-dir /nonexistent \
+			--shell /usr/sbin/nologin paycb; fi; \
+	fi; \
+	install -d -m 0750 "$$etc" "$$etc/examples" "$$etc/keys" "$$etc/tls"; \
+	install -d -m 0700 "$$etc/secrets"; \
+	fresh=""; \
+	for f in deploy/production/*.conf; do \
+		b=$${f##*/}; sed $(INSTALL_SED) "$$f" >"$$etc/examples/$$b"; chmod 0640 "$$etc/examples/$$b"; \
+		if [ ! -e "$$etc/$$b" ]; then cp -p "$$etc/examples/$$b" "$$etc/$$b"; fresh="$$fresh $$etc/$$b"; \
+		else echo "  KEEP    $$etc/$$b (the new example is $$etc/examples/$$b)"; fi; \
+	done; \
+	if [ $$own = yes ]; then \
+		chown root:paycb "$$etc" "$$etc/examples" "$$etc/keys" "$$etc/tls" "$$etc"/examples/*.conf $$fresh; \
+		chown paycb:paycb "$$etc/secrets"; \
+		if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; \
+	else \
+		echo "  NOTE    not root or DESTDIR set: make $(PAYCB_ETC) root:paycb and $(PAYCB_ETC)/secrets paycb:paycb when deploying"; \
+	fi; \
+	echo "  INSTALL $(INSTALL_PROGS:bin/%=%) -> $$d$(BINDIR); units -> $$d$(UNITDIR); config -> $$etc"
+
+# The fault-injection run: CHAOS_SECONDS of load with faults (default 10 minutes), its own
+# MariaDB and Kafka; CHAOS_SEED replays a run. make test runs a 40 s version.
+CHAOS_SECONDS ?= 600
+chaos: all
+	@PAYCB_CHAOS_SECONDS=$(CHAOS_SECONDS) $(if $(CHAOS_SEED),PAYCB_CHAOS_SEED=$(CHAOS_SEED)) \
+	  CMOCKA_MESSAGE_OUTPUT=TAP PAYCB_VECTORS=$(CURDIR)/../shared/vectors \
+	  bin/tests/integ/test_chaos

@@ -28,7 +28,7 @@ static const char *const sql_sent =
 
 struct ob_row {
 	unsigned long long id, callback_id;
-	char event_id[201], event_type[49];
+	char event_id[256], event_type[49];
 	int refund;
 };
 
@@ -77,7 +77,7 @@ ob_collect(void *arg, struct db_out *o)
 int
 retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
 {
-	char b_event[201], b_type[49], b_merchant[65], b_order[129];
+	char b_event[256], b_type[49], b_merchant[65], b_order[129];
 	char *payload = malloc(OUTBOX_PAYLOAD_MAX);
 	struct db_out out[7] = {DBO_I64(),
 	                        DBO_STR(b_event, sizeof(b_event)),

@@ -74,13 +74,11 @@ chan_pem_file(const struct chan_keys *k, const char *name, char *pem, char *path
 }
 
 int
-chan_write_conf(const struct conf *cf, const struct chan_keys *k, const char *path,
-		const char *brokers, int port, int admin_port, const char *ingest_extra)
+chan_merchants(const struct chan_keys *k, char *buf, size_t len)
 {
 	char cert[256], pub[256], key[256], ali1[256], ali2[256], s1[256], s2[256];
 	X509 *x = tk_self_signed(k->wx_cert_key, k->wx_serial);
-	FILE *fp;
-	int rc = -1;
+	int rc = -1, n;
 
 	if (x == NULL)
 		return -1;
@@ -90,33 +88,46 @@ chan_write_conf(const struct conf *cf, const struct chan_keys *k, const char *pa
 	    chan_pem_file(k, "ali_new.pub", tk_pubkey_b64(k->ali_key), ali1, sizeof(ali1)) ||
 	    chan_pem_file(k, "ali_old.pem", tk_pubkey_pem(k->ali_key_old), ali2, sizeof(ali2)) ||
 	    chan_file(k, "stripe_old", k->stripe_old, s1, sizeof(s1)) ||
-	    chan_file(k, "stripe_new", k->stripe_new, s2, sizeof(s2)) ||
-	    (fp = fopen(path, "w")) == NULL)
+	    chan_file(k, "stripe_new", k->stripe_new, s2, sizeof(s2)))
 		goto done;
+	n = snprintf(buf, len,
+		     "merchants = (\n"
+		     "  { id = \"default\";\n"
+		     "    wxpay = { mchid = \"1900000001\"; apiv3_key_file = \"%s\";\n"
+		     "      keys = ( { file = \"%s\"; }, { serial = \"%s\"; file = \"%s\"; } ); };\n"
+		     "    alipay = { app_id = \"2021000000000001\"; public_key_files = [ \"%s\", "
+		     "\"%s\" ]; };\n"
+		     "    stripe = { secret_files = [ \"%s\", \"%s\" ]; };\n"
+		     "  },\n"
+		     "  { id = \"shop2\"; stripe = { secret_files = [ \"%s\" ]; }; }\n"
+		     ");\n",
+		     key, cert, k->wx_pubkey_id, pub, ali1, ali2, s1, s2, s2);
+	rc = n > 0 && (size_t)n < len ? 0 : -1;
+done:
+	X509_free(x);
+	return rc;
+}
+
+int
+chan_write_conf(const struct conf *cf, const struct chan_keys *k, const char *path,
+		const char *brokers, int port, int admin_port, const char *ingest_extra)
+{
+	char merchants[4096];
+	FILE *fp;
+
+	if (chan_merchants(k, merchants, sizeof(merchants)) != 0 || (fp = fopen(path, "w")) == NULL)
+		return -1;
 	fprintf(fp,
 		"log_level = \"debug\";\n"
 		"database = { host = \"%s\"; port = %lld; user = \"%s\"; password_file = \"%s\";"
 		" name = \"%s\"; };\n"
 		"kafka = { brokers = \"%s\"; topic_prefix = \"%s\"; delivery_timeout_ms = 5000; };\n"
 		"ingest = { listen_port = %d; admin_port = %d; connection_timeout_s = 2;"
-		" publish_budget_ms = 1500; %s };\n"
-		"merchants = (\n"
-		"  { id = \"default\";\n"
-		"    wxpay = { mchid = \"1900000001\"; apiv3_key_file = \"%s\";\n"
-		"      keys = ( { file = \"%s\"; }, { serial = \"%s\"; file = \"%s\"; } ); };\n"
-		"    alipay = { app_id = \"2021000000000001\"; public_key_files = [ \"%s\", \"%s\" ]; "
-		"};\n"
-		"    stripe = { secret_files = [ \"%s\", \"%s\" ]; };\n"
-		"  },\n"
-		"  { id = \"shop2\"; stripe = { secret_files = [ \"%s\" ]; }; }\n"
-		");\n",
+		" publish_budget_ms = 1500; %s };\n%s",
 		cf->db.host, cf->db.port, cf->db.user, cf->db.password_file, cf->db.name, brokers,
-		cf->kafka.topic_prefix, port, admin_port, ingest_extra ? ingest_extra : "", key,
-		cert, k->wx_pubkey_id, pub, ali1, ali2, s1, s2, s2);
-	rc = fclose(fp);
-done:
-	X509_free(x);
-	return rc;
+		cf->kafka.topic_prefix, port, admin_port, ingest_extra ? ingest_extra : "",
+		merchants);
+	return fclose(fp);
 }
 
 pid_t

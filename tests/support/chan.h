@@ -36,6 +36,12 @@ struct chan_note {
 int chan_keys_new(struct chan_keys *k);
 void chan_keys_free(struct chan_keys *k);
 /*
+ * Writes the key files and puts a "merchants = ( ... );" section naming them into buf: merchant
+ * "default" with all three channels (two WeChat keys, two Alipay keys, two Stripe secrets)
+ * and "shop2" (Stripe, the new secret only). Returns 0 or -1.
+ */
+int chan_merchants(const struct chan_keys *k, char *buf, size_t len);
+/*
  * Writes a config for merchants "default" (all three channels; two WeChat keys, two Alipay
  * keys, two Stripe secrets) and "shop2" (Stripe, the new secret only), with cf's database
  * and topic prefix, the given brokers and ports, and extra appended inside ingest = { }.
