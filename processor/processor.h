@@ -187,4 +187,10 @@ enum db_rc proc_record_failure(struct proc_worker *w, int refund, unsigned long 
 			       const char *reason, struct proc_result *r);
 int proc_amount_parse(const char *s, long long *minor);
 
+/* processor_metrics.c */
+void proc_metrics_init(void);
+void proc_metrics_outcome(const char *outcome, long long elapsed_ms);
+int proc_admin_start(struct proc *p);
+void proc_admin_stop(void);
+
 #endif

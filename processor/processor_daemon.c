@@ -91,6 +91,7 @@ proc_init(const struct conf *cf, void **state)
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return EXIT_SOFTWARE;
 	p->cf = cf;
+	proc_metrics_init();
 	conf_topic(cf, "callbacks", p->topic_main, sizeof(p->topic_main));
 	conf_topic(cf, "callbacks.dlq", p->topic_dlq, sizeof(p->topic_dlq));
 	conf_topic(cf, "order-events", p->topic_events, sizeof(p->topic_events));
@@ -127,6 +128,11 @@ proc_init(const struct conf *cf, void **state)
 			return 0; /* the loop reports the exit code; drain joins the started ones */
 		}
 		p->workers[i].started = 1;
+	}
+	if (proc_admin_start(p) != 0) {
+		proc_request_exit(p, EXIT_UNAVAILABLE);
+		*state = p;
+		return 0;
 	}
 	log_info(NULL, "event=ready threads=%d group=%s topics=%d", p->nworkers,
 		 cf->kafka.group_id, ntopics);
@@ -169,6 +175,7 @@ proc_drain(void *state)
 	}
 	log_info(NULL, "event=drained delivered=%llu failed=%llu", kq_delivered(p->prod),
 		 kq_failed(p->prod));
+	proc_admin_stop();
 	proc_free(p);
 	return rc;
 }

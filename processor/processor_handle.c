@@ -100,11 +100,13 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	case TX_COMMITTED:
 		proc_log_done(id, m, &r, proc_mono_ms() - t0);
 		proc_outbox_relay(w, id, &r);
+		proc_metrics_outcome(r.outcome, proc_mono_ms() - t0);
 		return PROC_DONE;
 	case TX_FINAL:
 		log_info(id, "event=skipped reason=already_final order=%s merchant=%s attempt=%d "
 			     "elapsed_ms=%lld",
 			 r.order, r.merchant, m->attempt, proc_mono_ms() - t0);
+		proc_metrics_outcome("skipped", proc_mono_ms() - t0);
 		return PROC_DONE;
 	case TX_MISSING:
 		/* Ingest writes the row before it publishes; a missing row cannot be retried. */
@@ -123,6 +125,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 			 "attempt=%d retry_count=%d elapsed_ms=%lld",
 			 reason, r.order, r.merchant, m->attempt, r.retry_count,
 			 proc_mono_ms() - t0);
+		proc_metrics_outcome("retry", proc_mono_ms() - t0);
 		return PROC_DONE;
 	case TX_DB_DOWN:
 		log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
