@@ -55,6 +55,9 @@ INTEG_SRCS  := $(wildcard tests/integ/test_*.c)
 TEST_SUPPORT := $(wildcard tests/support/*.c)
 TEST_BINS   := $(patsubst tests/%.c,bin/tests/%,$(UNIT_SRCS) $(INTEG_SRCS))
 
+# Objects built through pattern chains are kept, so a rebuild compiles only what changed.
+.SECONDARY:
+
 .PHONY: fuzzers docs all test check unit integ deps services-up services-down services-clean migrate \
 	run stop bench chaos fuzz clean format install
 
