@@ -306,6 +306,8 @@ injector(void *arg)
 }
 
 #ifdef PAYCB_SCALEOUT
+static long long new_partition_messages;
+
 /* Messages in partitions [from, to) of topic, from their high watermarks. */
 static long long
 messages_in(const char *topic, int from, int to)
@@ -371,8 +373,6 @@ add_partitions_under_load(void)
 	new_partition_messages = messages_in(topic, before, 16);
 	printf("# messages on the new partitions: %lld\n", new_partition_messages);
 }
-
-static long long new_partition_messages;
 
 static void
 partitions_were_added_under_load(void **state)
