@@ -304,6 +304,22 @@ kq_producer_ping(struct kq_producer *p, int timeout_ms)
 	return 0;
 }
 
+int
+kq_producer_warm(struct kq_producer *p, const char *topic, int timeout_ms)
+{
+	const struct rd_kafka_metadata *md;
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(p->rk, topic, NULL);
+	rd_kafka_resp_err_t e;
+
+	if (rkt == NULL)
+		return -1;
+	e = rd_kafka_metadata(p->rk, 0, rkt, &md, timeout_ms);
+	if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+		rd_kafka_metadata_destroy(md);
+	rd_kafka_topic_destroy(rkt);
+	return e == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
+}
+
 void
 kq_producer_free(struct kq_producer *p)
 {

@@ -36,6 +36,11 @@ unsigned long long kq_failed(const struct kq_producer *p);
 /* True after a fatal producer error (the idempotence guarantee is gone). */
 int kq_fatal(const struct kq_producer *p);
 void kq_producer_free(struct kq_producer *p);
+/*
+ * Learns a topic's metadata now. Without it librdkafka holds the first message to a topic it
+ * has not used yet for about a second, half of ingest's publish budget.
+ */
+int kq_producer_warm(struct kq_producer *p, const char *topic, int timeout_ms);
 /* Checks that the cluster answers a metadata request within timeout_ms. */
 int kq_producer_ping(struct kq_producer *p, int timeout_ms);
 

@@ -64,6 +64,9 @@ ingest_init(const struct conf *cf, void **state)
 		log_error(NULL, "event=kafka_error error=\"%s\"", err);
 		return EXIT_CONFIG;
 	}
+	/* A broker that is down now is not fatal: the first publishes are late, not lost. */
+	if (kq_producer_warm(in->kp, in->topic, 2000) != 0)
+		log_warn(NULL, "event=kafka_unavailable topic=%s action=continue", in->topic);
 	if (admin_start(cf->ingest.admin_addr, (int)cf->ingest.admin_port, ingest_ready, in,
 			&in->admin, err, sizeof(err)) != 0 ||
 	    ingest_http_start(in, err, sizeof(err)) != 0) {
