@@ -160,6 +160,19 @@ enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);
 /* processor_pay.c */
 enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m,
 		      struct proc_result *r);
+/* Locks and reads the callback row id of one log (payments or refunds) into row. */
+typedef enum db_rc (*proc_row_lock_fn)(struct proc_worker *w, unsigned long long id,
+				       struct proc_row *row, unsigned long long *found);
+/*
+ * Begins the transaction of callback m, the same way for payments and refunds: locks its
+ * row with lock, copies the row's merchant and order into r and locks the order. Returns 1
+ * with row and o filled when the caller is to go on. Returns 0 with *tx set when the
+ * transaction has ended already: a database error, a row already done or dead (TX_FINAL),
+ * no such row (TX_MISSING), or no such order yet (TX_RETRY, reason "order not found").
+ */
+int proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
+	      struct proc_row *row, struct proc_order *o, struct proc_result *r,
+	      enum proc_tx *tx);
 
 /* processor_refund.c */
 enum proc_tx proc_refund(struct proc_worker *w, const struct msg_callback *m,

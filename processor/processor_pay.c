@@ -46,6 +46,42 @@ proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_o
 	return rc;
 }
 
+/* proc_open - the opening proc_pay and proc_refund share (see processor.h) */
+int
+proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
+	  struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
+{
+	unsigned long long found = 0;
+	enum db_rc rc;
+
+	if ((rc = db_begin(&w->db)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, "begin", r);
+		return 0;
+	}
+	if ((rc = lock(w, m->id, row, &found)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, "lock row", r);
+		return 0;
+	}
+	if (!found || row->status != 0) {
+		proc_rollback(&w->db);
+		*tx = found ? TX_FINAL : TX_MISSING;
+		return 0;
+	}
+	snprintf(r->merchant, sizeof(r->merchant), "%s", row->merchant);
+	snprintf(r->order, sizeof(r->order), "%s", row->order);
+	if ((rc = proc_order_lock(w, row, o, &found)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, "lock order", r);
+		return 0;
+	}
+	if (!found) {
+		snprintf(r->reason, sizeof(r->reason), "order not found");
+		proc_rollback(&w->db);
+		*tx = TX_RETRY;
+		return 0;
+	}
+	return 1;
+}
+
 /* proc_pay_lock - locks and reads the callback row */
 static enum db_rc
 proc_pay_lock(struct proc_worker *w, unsigned long long id, struct proc_row *row,
@@ -134,28 +170,14 @@ proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result
 {
 	struct proc_row row;
 	struct proc_order o;
-	unsigned long long found = 0, n = 0;
+	unsigned long long n = 0;
 	const char *dead;
 	char detail[400];
+	enum proc_tx tx;
 	enum db_rc rc;
 
-	if ((rc = db_begin(&w->db)) != DB_OK)
-		return proc_tx_error(w, rc, "begin", r);
-	if ((rc = proc_pay_lock(w, m->id, &row, &found)) != DB_OK)
-		return proc_tx_error(w, rc, "lock row", r);
-	if (!found || row.status != 0) {
-		proc_rollback(&w->db);
-		return found ? TX_FINAL : TX_MISSING;
-	}
-	snprintf(r->merchant, sizeof(r->merchant), "%s", row.merchant);
-	snprintf(r->order, sizeof(r->order), "%s", row.order);
-	if ((rc = proc_order_lock(w, &row, &o, &found)) != DB_OK)
-		return proc_tx_error(w, rc, "lock order", r);
-	if (!found) {
-		snprintf(r->reason, sizeof(r->reason), "order not found");
-		proc_rollback(&w->db);
-		return TX_RETRY;
-	}
+	if (!proc_open(w, m, proc_pay_lock, &row, &o, r, &tx))
+		return tx;
 	if ((dead = proc_pay_check(&row, &o, detail, sizeof(detail))) != NULL)
 		return proc_dead(w, &row, dead, detail, r);
 	{

@@ -159,27 +159,11 @@ proc_refund(struct proc_worker *w, const struct msg_callback *m, struct proc_res
 {
 	struct proc_row row;
 	struct proc_order o;
-	unsigned long long found = 0;
 	char detail[400];
-	enum db_rc rc;
+	enum proc_tx tx;
 
-	if ((rc = db_begin(&w->db)) != DB_OK)
-		return proc_tx_error(w, rc, "begin", r);
-	if ((rc = proc_refund_lock(w, m->id, &row, &found)) != DB_OK)
-		return proc_tx_error(w, rc, "lock row", r);
-	if (!found || row.status != 0) {
-		proc_rollback(&w->db);
-		return found ? TX_FINAL : TX_MISSING;
-	}
-	snprintf(r->merchant, sizeof(r->merchant), "%s", row.merchant);
-	snprintf(r->order, sizeof(r->order), "%s", row.order);
-	if ((rc = proc_order_lock(w, &row, &o, &found)) != DB_OK)
-		return proc_tx_error(w, rc, "lock order", r);
-	if (!found) {
-		snprintf(r->reason, sizeof(r->reason), "order not found");
-		proc_rollback(&w->db);
-		return TX_RETRY;
-	}
+	if (!proc_open(w, m, proc_refund_lock, &row, &o, r, &tx))
+		return tx;
 	snprintf(r->detail, sizeof(r->detail), "order_status=%s", o.status);
 	if (strcmp(o.status, "PAID") != 0 && strcmp(o.status, "REFUNDING") != 0 &&
 	    strcmp(o.status, "REFUNDED") != 0) {

@@ -116,15 +116,7 @@ wait_ready() {
 		if ((started)) && metadata_ok; then
 			return 0
 		fi
-		if ! pid_alive "$pid"; then
-			rm -f "$PIDFILE"
-			fail_start "$NAME" "$START_TIMEOUT" "$LOG" "$PORT" "broker exited after $(elapsed "$t0")s"
-		fi
-		if (($(now_ms) >= deadline)); then
-			stop_pid "$NAME" "$pid" 10
-			rm -f "$PIDFILE"
-			fail_start "$NAME" "$START_TIMEOUT" "$LOG" "$PORT" "no metadata from 127.0.0.1:$PORT"
-		fi
+		start_check "$pid" "$t0" "$deadline" broker "no metadata from 127.0.0.1:$PORT"
 		sleep 0.25
 	done
 }
@@ -170,19 +162,6 @@ cmd_down() {
 	say "$NAME" "stopped in $(elapsed "$t0")s (data kept in $DATA)"
 }
 
-cmd_kill() {
-	local pid
-	take_lock "$NAME"
-	if ! pid=$(running_pid); then
-		say "$NAME" "not running"
-		return 0
-	fi
-	kill -KILL "$pid" 2>/dev/null || true
-	wait_pid_exit "$pid" 10 || die "$NAME" "pid $pid survived SIGKILL"
-	rm -f "$PIDFILE"
-	say "$NAME" "killed pid $pid (SIGKILL)"
-}
-
 cmd_clean() {
 	cmd_down
 	rm -rf "$DIR"
@@ -190,23 +169,14 @@ cmd_clean() {
 }
 
 cmd_status() {
-	local pid
-	if pid=$(running_pid) && metadata_ok; then
-		say "$NAME" "running (pid $pid) on 127.0.0.1:$PORT"
-		return 0
-	elif [[ -n ${pid:-} ]]; then
-		say "$NAME" "process $pid exists but serves no metadata on 127.0.0.1:$PORT"
-		return 1
-	fi
-	say "$NAME" "stopped"
-	return 3
+	service_status metadata_ok "serves no metadata on 127.0.0.1:$PORT"
 }
 
 case "${1:-}" in
 up | start) cmd_up ;;
 down | stop) cmd_down ;;
 clean) cmd_clean ;;
-kill) cmd_kill ;;
+kill) service_kill ;;
 status) cmd_status ;;
 version) broker_version "$(lib_dir)" ;;
 *)

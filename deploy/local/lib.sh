@@ -190,6 +190,63 @@ start_detached() {
 	echo $! >"$pidfile"
 }
 
+# The helpers below are the parts of kafka.sh and mariadb.sh that are the same for both
+# services. They use the names each of those scripts defines before calling them: NAME,
+# PORT, PIDFILE, LOG, START_TIMEOUT and a function running_pid that prints the pid of our
+# running daemon or fails.
+
+# start_check PID T0 DEADLINE_MS WHAT NO_ANSWER - one round of a wait_ready loop that has
+# not seen the daemon ready yet. It fails the start at once when PID has exited (WHAT names
+# it in the report). When the deadline has passed it stops the half-started daemon first,
+# because one that came up later could be mistaken for a good one, and fails the start
+# with NO_ANSWER as the reason.
+# shellcheck disable=SC2153 # NAME, PORT, PIDFILE and LOG are set by the sourcing script.
+start_check() {
+	local pid=$1 t0=$2 deadline=$3 what=$4 no_answer=$5
+	if ! pid_alive "$pid"; then
+		rm -f "$PIDFILE"
+		fail_start "$NAME" "$START_TIMEOUT" "$LOG" "$PORT" "$what exited after $(elapsed "$t0")s"
+	fi
+	if (($(now_ms) >= deadline)); then
+		stop_pid "$NAME" "$pid" 10
+		rm -f "$PIDFILE"
+		fail_start "$NAME" "$START_TIMEOUT" "$LOG" "$PORT" "$no_answer"
+	fi
+}
+
+# service_kill - the kill command: SIGKILL the running daemon, for crash tests, and forget
+# its pid file.
+# shellcheck disable=SC2153 # NAME, PORT, PIDFILE and LOG are set by the sourcing script.
+service_kill() {
+	local pid
+	take_lock "$NAME"
+	if ! pid=$(running_pid); then
+		say "$NAME" "not running"
+		return 0
+	fi
+	kill -KILL "$pid" 2>/dev/null || true
+	wait_pid_exit "$pid" 10 || die "$NAME" "pid $pid survived SIGKILL"
+	rm -f "$PIDFILE"
+	say "$NAME" "killed pid $pid (SIGKILL)"
+}
+
+# service_status CHECK SICK - the status command: exit 0 when our daemon runs and the
+# function CHECK says it serves, 1 when the process exists but does not serve (SICK says
+# how, after "process PID exists but"), 3 when it is stopped.
+# shellcheck disable=SC2153 # NAME, PORT, PIDFILE and LOG are set by the sourcing script.
+service_status() {
+	local check=$1 sick=$2 pid
+	if pid=$(running_pid) && "$check"; then
+		say "$NAME" "running (pid $pid) on 127.0.0.1:$PORT"
+		return 0
+	elif [[ -n ${pid:-} ]]; then
+		say "$NAME" "process $pid exists but $sick"
+		return 1
+	fi
+	say "$NAME" "stopped"
+	return 3
+}
+
 # kafka_lib_dir VERSION - where deps.sh caches the jars of one Kafka version.
 kafka_lib_dir() {
 	echo "$PAYCB_CACHE/kafka-$1/lib"

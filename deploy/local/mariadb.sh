@@ -164,16 +164,7 @@ wait_ready() {
 		if ping_server; then
 			return 0
 		fi
-		if ! pid_alive "$pid"; then
-			rm -f "$PIDFILE"
-			fail_start "$NAME" "$START_TIMEOUT" "$LOG" "$PORT" "mariadbd exited after $(elapsed "$t0")s"
-		fi
-		if (($(now_ms) >= deadline)); then
-			# A half-started server could come up later and be mistaken for a good one.
-			stop_pid "$NAME" "$pid" 10
-			rm -f "$PIDFILE"
-			fail_start "$NAME" "$START_TIMEOUT" "$LOG" "$PORT" "no answer to ping"
-		fi
+		start_check "$pid" "$t0" "$deadline" mariadbd "no answer to ping"
 		sleep 0.2
 	done
 }
@@ -223,19 +214,6 @@ cmd_down() {
 	say "$NAME" "stopped in $(elapsed "$t0")s (data kept in $DATADIR)"
 }
 
-cmd_kill() {
-	local pid
-	take_lock "$NAME"
-	if ! pid=$(running_pid); then
-		say "$NAME" "not running"
-		return 0
-	fi
-	kill -KILL "$pid" 2>/dev/null || true
-	wait_pid_exit "$pid" 10 || die "$NAME" "pid $pid survived SIGKILL"
-	rm -f "$PIDFILE"
-	say "$NAME" "killed pid $pid (SIGKILL)"
-}
-
 cmd_clean() {
 	cmd_down
 	rm -rf "$DATADIR" "$DIR/data.init" "$DIR/tmp"
@@ -243,23 +221,14 @@ cmd_clean() {
 }
 
 cmd_status() {
-	local pid
-	if pid=$(running_pid) && ping_server; then
-		say "$NAME" "running (pid $pid) on 127.0.0.1:$PORT"
-		return 0
-	elif [[ -n ${pid:-} ]]; then
-		say "$NAME" "process $pid exists but does not answer"
-		return 1
-	fi
-	say "$NAME" "stopped"
-	return 3
+	service_status ping_server "does not answer"
 }
 
 case "${1:-}" in
 up | start) cmd_up ;;
 down | stop) cmd_down ;;
 clean) cmd_clean ;;
-kill) cmd_kill ;;
+kill) service_kill ;;
 status) cmd_status ;;
 *)
 	echo "usage: $0 up|start|down|stop|clean|kill|status" >&2

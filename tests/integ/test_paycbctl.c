@@ -52,24 +52,6 @@ ctl(const char *env, const char *fmt, ...)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static long long
-q(const char *fmt, ...)
-{
-	char sql[1024];
-	struct db d;
-	va_list ap;
-	long long v;
-
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof(sql), fmt, ap);
-	va_end(ap);
-	/* A connection per query: the statement cache is keyed by the SQL's address. */
-	harness_db(&cf, &d);
-	v = harness_count(&d, sql);
-	db_close(&d);
-	return v;
-}
-
 /* add - a row of the payment (or refund) log with status and retry_count; dead rows are
  * dead since dead_ago_s and their dead letter was sent. */
 static unsigned long long
@@ -109,7 +91,8 @@ add(int refund, int status, int retry_count, long long dead_ago_s)
 static long long
 fingerprint(const char *table, unsigned long long id)
 {
-	return q(
+	return fx_countf(
+	    &cf,
 	    "SELECT CRC32(CONCAT_WS('|', status, retry_count, next_retry_at, IFNULL(last_error, "
 	    "''), IFNULL(dead_at, ''), IFNULL(dead_reason, ''), IFNULL(dlq_sent_at, ''), "
 	    "IFNULL(replayed_at, ''), updated_at, IFNULL(raw_body, ''))) FROM %s WHERE id = %llu",
@@ -231,22 +214,26 @@ replay_of_dead_row_goes_to_first_step_and_is_audited(void **state)
 	(void)state;
 	assert_int_equal(ctl(NULL, "--actor alice replay cb%llu", id), 0);
 	assert_non_null(strstr(out, "replayed"));
-	assert_int_equal(q("SELECT COUNT(*) FROM pay_callback_log WHERE id = %llu AND status = 0 "
-	                   "AND retry_count = 0 AND replayed_at IS NOT NULL AND dead_at IS NULL "
-	                   "AND dlq_sent_at IS NULL AND TIMESTAMPDIFF(SECOND, NOW(3), "
-	                   "next_retry_at) BETWEEN %lld AND %lld",
-	                   id, lease - 5, lease),
-	                 1);
+	assert_int_equal(
+	    fx_countf(&cf,
+	              "SELECT COUNT(*) FROM pay_callback_log WHERE id = %llu AND status = 0 "
+	              "AND retry_count = 0 AND replayed_at IS NOT NULL AND dead_at IS NULL "
+	              "AND dlq_sent_at IS NULL AND TIMESTAMPDIFF(SECOND, NOW(3), "
+	              "next_retry_at) BETWEEN %lld AND %lld",
+	              id, lease - 5, lease),
+	    1);
 	ladder_topic(&cf, 1, step1, sizeof(step1));
 	conf_topic(&cf, "callbacks", main_topic, sizeof(main_topic));
 	assert_int_equal(on_topic(step1, id, "pay", &attempt), 1);
 	assert_int_equal(attempt, 1);
 	assert_int_equal(on_topic(main_topic, id, "pay", NULL), 0);
-	assert_int_equal(q("SELECT COUNT(*) FROM audit_log WHERE actor = 'alice' AND action = "
-	                   "'replay' AND target = 'cb%llu' AND dry_run = 0 AND result LIKE "
-	                   "'replayed%%'",
-	                   id),
-	                 1);
+	assert_int_equal(
+	    fx_countf(&cf,
+	              "SELECT COUNT(*) FROM audit_log WHERE actor = 'alice' AND action = "
+	              "'replay' AND target = 'cb%llu' AND dry_run = 0 AND result LIKE "
+	              "'replayed%%'",
+	              id),
+	    1);
 	/* Replaying it again: it is pending now, so nothing changes. */
 	assert_int_equal(ctl(NULL, "replay %llu", id), 0);
 	assert_non_null(strstr(out, "not dead; nothing changed"));
@@ -266,10 +253,12 @@ replay_of_done_row_changes_nothing(void **state)
 	assert_int_equal(fingerprint("pay_callback_log", id), before);
 	ladder_topic(&cf, 1, step1, sizeof(step1));
 	assert_int_equal(on_topic(step1, id, "pay", NULL), 0);
-	assert_int_equal(q("SELECT COUNT(*) FROM audit_log WHERE actor = 'carol' AND target = "
-	                   "'cb%llu' AND result LIKE 'already done%%'",
-	                   id),
-	                 1);
+	assert_int_equal(
+	    fx_countf(&cf,
+	              "SELECT COUNT(*) FROM audit_log WHERE actor = 'carol' AND target = "
+	              "'cb%llu' AND result LIKE 'already done%%'",
+	              id),
+	    1);
 }
 
 static void
@@ -285,10 +274,12 @@ dry_run_changes_nothing_but_is_audited(void **state)
 	assert_int_equal(fingerprint("refund_callback_log", id), before);
 	ladder_topic(&cf, 1, step1, sizeof(step1));
 	assert_int_equal(on_topic(step1, id, "refund", NULL), 0);
-	assert_int_equal(q("SELECT COUNT(*) FROM audit_log WHERE actor = 'bob' AND target = "
-	                   "'rf%llu' AND dry_run = 1",
-	                   id),
-	                 1);
+	assert_int_equal(
+	    fx_countf(&cf,
+	              "SELECT COUNT(*) FROM audit_log WHERE actor = 'bob' AND target = "
+	              "'rf%llu' AND dry_run = 1",
+	              id),
+	    1);
 }
 
 static void
@@ -296,7 +287,7 @@ replay_all_takes_the_window(void **state)
 {
 	unsigned long long in1 = add(0, 2, 4, 7200), in2 = add(1, 2, 4, 7300);
 	unsigned long long out1 = add(0, 2, 4, 3 * 86400), pend = add(0, 0, 1, 0);
-	long long audits = q("SELECT COUNT(*) FROM audit_log");
+	long long audits = fx_countf(&cf, "SELECT COUNT(*) FROM audit_log");
 	char step1[256];
 
 	(void)state;
@@ -304,16 +295,23 @@ replay_all_takes_the_window(void **state)
 	assert_int_equal(ctl(NULL, "replay --all --from 4h --to 1h --dry-run"), 0);
 	assert_non_null(strstr(out, "dry run: would replay 2 of 2 dead rows, 0 failed"));
 	assert_int_equal(
-	    q("SELECT COUNT(*) FROM pay_callback_log WHERE id = %llu AND status = 2", in1), 1);
-	assert_int_equal(q("SELECT COUNT(*) FROM audit_log"), audits + 3);
+	    fx_countf(&cf, "SELECT COUNT(*) FROM pay_callback_log WHERE id = %llu AND status = 2",
+	              in1),
+	    1);
+	assert_int_equal(fx_countf(&cf, "SELECT COUNT(*) FROM audit_log"), audits + 3);
 	assert_int_equal(ctl(NULL, "replay --all --from 4h --to 1h"), 0);
 	assert_non_null(strstr(out, "replayed 2 of 2 dead rows, 0 failed"));
-	assert_int_equal(q("SELECT status FROM pay_callback_log WHERE id = %llu", in1), 0);
-	assert_int_equal(q("SELECT status FROM refund_callback_log WHERE id = %llu", in2), 0);
-	assert_int_equal(q("SELECT status FROM pay_callback_log WHERE id = %llu", out1), 2);
-	assert_int_equal(q("SELECT status FROM pay_callback_log WHERE id = %llu", pend), 0);
-	assert_int_equal(q("SELECT COUNT(*) FROM audit_log WHERE action = 'replay_all' AND "
-	                   "dry_run = 0 AND result LIKE 'replayed 2 of 2%%'"),
+	assert_int_equal(fx_countf(&cf, "SELECT status FROM pay_callback_log WHERE id = %llu", in1),
+	                 0);
+	assert_int_equal(
+	    fx_countf(&cf, "SELECT status FROM refund_callback_log WHERE id = %llu", in2), 0);
+	assert_int_equal(
+	    fx_countf(&cf, "SELECT status FROM pay_callback_log WHERE id = %llu", out1), 2);
+	assert_int_equal(
+	    fx_countf(&cf, "SELECT status FROM pay_callback_log WHERE id = %llu", pend), 0);
+	assert_int_equal(fx_countf(&cf,
+	                           "SELECT COUNT(*) FROM audit_log WHERE action = 'replay_all' AND "
+	                           "dry_run = 0 AND result LIKE 'replayed 2 of 2%%'"),
 	                 1);
 	ladder_topic(&cf, 1, step1, sizeof(step1));
 	assert_int_equal(on_topic(step1, in1, "pay", NULL), 1);

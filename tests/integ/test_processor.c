@@ -617,14 +617,8 @@ group_setup(void **state)
 static int
 group_teardown(void **state)
 {
-	int rc;
-
 	(void)state;
-	fx_pub_free(pub);
-	/* SIGTERM drains: exit 0, and the sanitizer build reports leaks as a failure here. */
-	rc = harness_stop(pid, SIGTERM, 30000);
-	printf("# processor exited with %d (log %s)\n", rc, plog);
-	return rc == 0 ? 0 : -1;
+	return fx_processor_stop(pub, pid, plog);
 }
 
 int
@@ -646,14 +640,10 @@ main(void)
 	    cmocka_unit_test(out_of_order_refund_payment_refund_ends_refunded),
 	    cmocka_unit_test(every_outcome_logged_once_with_the_callback_id_first),
 	};
-	char group[256];
 	int rc;
 
-	if (harness_setup(&cf, "proc", NULL) != 0)
+	if (fx_processor_conf(&cf, "proc", NULL, 2) != 0)
 		return 1;
-	snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
-	harness_set(&cf.kafka.group_id, group);
-	cf.processor.threads = 2;
 	cf.db.lock_wait_timeout_s = 1;
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -148,23 +148,10 @@ same_refund_fifty_times_applies_once(void **state)
 			 1);
 }
 
-struct logwait {
-	const char *file, *needle;
-	long long n;
-};
-
-static int
-log_has(void *arg)
-{
-	struct logwait *w = arg;
-
-	return harness_file_count(w->file, w->needle) >= w->n;
-}
-
 static int
 group_setup(void **state)
 {
-	struct logwait w1 = {plog[0], "event=assigned", 1}, w2 = {plog[1], "event=assigned", 1};
+	struct fx_logwait w1 = {plog[0], "event=assigned", 1}, w2 = {plog[1], "event=assigned", 1};
 
 	(void)state;
 	if ((pub = fx_pub_new(&cf)) == NULL)
@@ -174,9 +161,9 @@ group_setup(void **state)
 	if (pid[0] <= 0 || pid[1] <= 0)
 		return -1;
 	/* Both own partitions (an eager rebalance assigns every member at once). */
-	if (harness_wait_until(log_has, &w2, WAIT_MS) != 0)
+	if (harness_wait_until(fx_log_has, &w2, WAIT_MS) != 0)
 		return -1;
-	return harness_wait_until(log_has, &w1, WAIT_MS);
+	return harness_wait_until(fx_log_has, &w1, WAIT_MS);
 }
 
 static int
@@ -199,14 +186,10 @@ main(void)
 	    cmocka_unit_test(same_payment_fifty_times_applies_once),
 	    cmocka_unit_test(same_refund_fifty_times_applies_once),
 	};
-	char group[256];
 	int rc;
 
-	if (harness_setup(&cf, "pconc", NULL) != 0)
+	if (fx_processor_conf(&cf, "pconc", NULL, 2) != 0)
 		return 1;
-	snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
-	harness_set(&cf.kafka.group_id, group);
-	cf.processor.threads = 2;
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
 	db_close(&db);

@@ -24,26 +24,13 @@
 static struct conf cf;
 static struct db db;
 
-struct progress {
-	const struct fx_load *l;
-	long long want;
-};
-
-static int
-done_at_least(void *arg)
-{
-	struct progress *p = arg;
-
-	return fx_load_done(&db, p->l) >= p->want;
-}
-
 static void
 sigkill_under_load_then_restart_applies_each_once(void **state)
 {
 	char logs[2][1024];
 	struct fx_load l;
 	struct fx_pub *pub;
-	struct progress pr;
+	struct fx_progress pr;
 	long long t0, t1, at_kill, skipped = 0, unsent;
 	int pid, rc;
 
@@ -54,9 +41,9 @@ sigkill_under_load_then_restart_applies_each_once(void **state)
 
 	pid = fx_processor_start(&cf, "run1", logs[0], sizeof(logs[0]));
 	assert_true(pid > 0);
-	pr = (struct progress){&l, 2 * ORDERS / 4};
+	pr = (struct fx_progress){&db, &l, 2 * ORDERS / 4};
 	t0 = harness_now_ms();
-	assert_int_equal(harness_wait_until(done_at_least, &pr, WAIT_MS), 0);
+	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 	rc = harness_stop(pid, SIGKILL, 10000);
 	at_kill = fx_load_done(&db, &l);
 	printf("# killed (status %d) with %lld of %d callbacks done\n", rc, at_kill, 2 * ORDERS);
@@ -67,7 +54,7 @@ sigkill_under_load_then_restart_applies_each_once(void **state)
 	assert_true(pid > 0);
 	pr.want = 2 * ORDERS;
 	t1 = harness_now_ms();
-	assert_int_equal(harness_wait_until(done_at_least, &pr, WAIT_MS), 0);
+	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 	printf("# restart finished the other %lld in %lld ms (incl. group join); whole run "
 	       "%lld ms\n",
 	       2 * ORDERS - at_kill, harness_now_ms() - t1, harness_now_ms() - t0);
@@ -88,14 +75,10 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(sigkill_under_load_then_restart_applies_each_once),
 	};
-	char group[256];
 	int rc;
 
-	if (harness_setup(&cf, "pcrash", NULL) != 0)
+	if (fx_processor_conf(&cf, "pcrash", NULL, 2) != 0)
 		return 1;
-	snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
-	harness_set(&cf.kafka.group_id, group);
-	cf.processor.threads = 2;
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	db_close(&db);

@@ -70,19 +70,6 @@ failed_once(const char *order, const char *trade)
 	return id;
 }
 
-struct logwait {
-	const char *file, *needle;
-	long long n;
-};
-
-static int
-log_has(void *arg)
-{
-	struct logwait *w = arg;
-
-	return harness_file_count(w->file, w->needle) >= w->n;
-}
-
 static void
 retry_message_waits_while_main_topic_flows(void **state)
 {
@@ -120,6 +107,12 @@ retry_message_waits_while_main_topic_flows(void **state)
 	       a_done - held.timestamp_ms);
 	assert_true(a_done >= held.timestamp_ms + 3000);
 	assert_true(a_done < held.timestamp_ms + 3000 + 5000);
+	/* The log line follows the commit: wait for it, then it must be there exactly once. */
+	{
+		struct fx_logwait lw = {plog, "outcome=paid order=O-held merchant=default attempt=2",
+					1};
+		assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
+	}
 	assert_true(harness_file_count(plog, "outcome=paid order=O-held merchant=default "
 					     "attempt=2") == 1);
 }
@@ -142,16 +135,16 @@ held_partition_resumes_after_a_rebalance(void **state)
 	/* Wait for the first processor to hold it, then make the group rebalance. */
 	{
 		char needle[64];
-		struct logwait w = {plog, needle, 1};
+		struct fx_logwait w = {plog, needle, 1};
 
 		snprintf(needle, sizeof(needle), "cb%llu: level=debug event=held", c);
-		assert_int_equal(harness_wait_until(log_has, &w, WAIT_MS), 0);
+		assert_int_equal(harness_wait_until(fx_log_has, &w, WAIT_MS), 0);
 	}
 	pid2 = fx_processor_start(&cf, "processor2", log2, sizeof(log2));
 	assert_true(pid2 > 0);
 	{
-		struct logwait w = {log2, "event=assigned", 1};
-		assert_int_equal(harness_wait_until(log_has, &w, WAIT_MS), 0);
+		struct fx_logwait w = {log2, "event=assigned", 1};
+		assert_int_equal(harness_wait_until(fx_log_has, &w, WAIT_MS), 0);
 	}
 	assert_int_equal(fx_wait_row(&db, 0, c, 1, WAIT_MS), 0);
 	c_done = done_ms(c);
@@ -164,7 +157,7 @@ held_partition_resumes_after_a_rebalance(void **state)
 static int
 group_setup(void **state)
 {
-	struct logwait w;
+	struct fx_logwait w;
 
 	(void)state;
 	if ((pub = fx_pub_new(&cf)) == NULL)
@@ -174,8 +167,8 @@ group_setup(void **state)
 		return -1;
 	/* Timing is measured from a member that owns its partitions and fetches already, and
 	 * with a producer that knows the topics. */
-	w = (struct logwait){plog, "event=assigned", 1};
-	if (harness_wait_until(log_has, &w, WAIT_MS) != 0)
+	w = (struct fx_logwait){plog, "event=assigned", 1};
+	if (harness_wait_until(fx_log_has, &w, WAIT_MS) != 0)
 		return -1;
 	{
 		char retry[256];
@@ -201,13 +194,8 @@ group_setup(void **state)
 static int
 group_teardown(void **state)
 {
-	int rc;
-
 	(void)state;
-	fx_pub_free(pub);
-	rc = harness_stop(pid, SIGTERM, 30000);
-	printf("# processor exited with %d (log %s)\n", rc, plog);
-	return rc == 0 ? 0 : -1;
+	return fx_processor_stop(pub, pid, plog);
 }
 
 int
@@ -217,14 +205,10 @@ main(void)
 	    cmocka_unit_test(retry_message_waits_while_main_topic_flows),
 	    cmocka_unit_test(held_partition_resumes_after_a_rebalance),
 	};
-	char group[256];
 	int rc;
 
-	if (harness_setup(&cf, "pdelay", "2 3 4") != 0)
+	if (fx_processor_conf(&cf, "pdelay", "2 3 4", 1) != 0)
 		return 1;
-	snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
-	harness_set(&cf.kafka.group_id, group);
-	cf.processor.threads = 1;
 	harness_set(&cf.log_level, "debug"); /* the hold lines */
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);

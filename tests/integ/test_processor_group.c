@@ -23,40 +23,14 @@
 static struct conf cf;
 static struct db db;
 
-struct progress {
-	const struct fx_load *l;
-	long long want;
-};
-
-static int
-done_at_least(void *arg)
-{
-	struct progress *p = arg;
-
-	return fx_load_done(&db, p->l) >= p->want;
-}
-
-struct logwait {
-	const char *file, *needle;
-	long long n;
-};
-
-static int
-log_has(void *arg)
-{
-	struct logwait *w = arg;
-
-	return harness_file_count(w->file, w->needle) >= w->n;
-}
-
 static void
 member_joins_and_leaves_under_load_nothing_lost_or_doubled(void **state)
 {
 	char logs[2][1024];
 	struct fx_load l;
 	struct fx_pub *pub;
-	struct progress pr;
-	struct logwait lw;
+	struct fx_progress pr;
+	struct fx_logwait lw;
 	long long t0, skipped = 0, by_b, at_leave;
 	int a, b;
 
@@ -67,15 +41,15 @@ member_joins_and_leaves_under_load_nothing_lost_or_doubled(void **state)
 	assert_true(a > 0);
 	t0 = harness_now_ms();
 	assert_int_equal(fx_load_publish(pub, &l, 0, 100), 0);
-	pr = (struct progress){&l, 50};
-	assert_int_equal(harness_wait_until(done_at_least, &pr, WAIT_MS), 0);
+	pr = (struct fx_progress){&db, &l, 50};
+	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 
 	/* B joins while A is busy; batch 2 arrives during the rebalance. */
 	b = fx_processor_start(&cf, "b", logs[1], sizeof(logs[1]));
 	assert_true(b > 0);
 	assert_int_equal(fx_load_publish(pub, &l, 100, 200), 0);
-	lw = (struct logwait){logs[1], "level=info event=processed", 20};
-	assert_int_equal(harness_wait_until(log_has, &lw, WAIT_MS), 0);
+	lw = (struct fx_logwait){logs[1], "level=info event=processed", 20};
+	assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
 
 	/* Batch 3, then B leaves with work pending. */
 	assert_int_equal(fx_load_publish(pub, &l, 200, ORDERS), 0);
@@ -85,7 +59,7 @@ member_joins_and_leaves_under_load_nothing_lost_or_doubled(void **state)
 	assert_true(at_leave < 2 * ORDERS);
 
 	pr.want = 2 * ORDERS;
-	assert_int_equal(harness_wait_until(done_at_least, &pr, WAIT_MS), 0);
+	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 	printf("# %d callbacks in %lld ms through join and leave\n", 2 * ORDERS,
 	       harness_now_ms() - t0);
 	assert_int_equal(harness_stop(a, SIGTERM, 30000), 0);
@@ -105,14 +79,10 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(member_joins_and_leaves_under_load_nothing_lost_or_doubled),
 	};
-	char group[256];
 	int rc;
 
-	if (harness_setup(&cf, "pgroup", NULL) != 0)
+	if (fx_processor_conf(&cf, "pgroup", NULL, 1) != 0)
 		return 1;
-	snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
-	harness_set(&cf.kafka.group_id, group);
-	cf.processor.threads = 1;
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	db_close(&db);

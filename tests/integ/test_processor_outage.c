@@ -207,32 +207,6 @@ proxy_stop(void)
 
 /* ---- the cases --------------------------------------------------------------------------- */
 
-struct progress {
-	const struct fx_load *l;
-	long long want;
-};
-
-static int
-done_at_least(void *arg)
-{
-	struct progress *p = arg;
-
-	return fx_load_done(&db, p->l) >= p->want;
-}
-
-struct logwait {
-	const char *file, *needle;
-	long long n;
-};
-
-static int
-log_has(void *arg)
-{
-	struct logwait *w = arg;
-
-	return harness_file_count(w->file, w->needle) >= w->n;
-}
-
 /* Starts a processor whose database is the proxy. */
 static int
 start_via_proxy(const char *name, char *log, size_t len)
@@ -252,8 +226,8 @@ short_outage_mid_load_loses_nothing(void **state)
 	char logs[1][1024];
 	struct fx_load l;
 	struct fx_pub *pub;
-	struct progress pr;
-	struct logwait lw;
+	struct fx_progress pr;
+	struct fx_logwait lw;
 	long long at_cut, during, skipped = 0;
 	int pid;
 
@@ -263,20 +237,20 @@ short_outage_mid_load_loses_nothing(void **state)
 	pid = start_via_proxy("short", logs[0], sizeof(logs[0]));
 	assert_true(pid > 0);
 	assert_int_equal(fx_load_publish(pub, &l, 0, 100), 0);
-	pr = (struct progress){&l, 40};
-	assert_int_equal(harness_wait_until(done_at_least, &pr, WAIT_MS), 0);
+	pr = (struct fx_progress){&db, &l, 40};
+	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 	proxy_cut();
 	at_cut = fx_load_done(&db, &l);
 	/* The processor notices, holds what it cannot do and retries with backoff. */
-	lw = (struct logwait){logs[0], "event=db_unavailable", 3};
-	assert_int_equal(harness_wait_until(log_has, &lw, WAIT_MS), 0);
+	lw = (struct fx_logwait){logs[0], "event=db_unavailable", 3};
+	assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
 	during = fx_load_done(&db, &l);
 	printf("# cut with %lld of 200 done; %lld done while the database was away\n", at_cut,
 	       during);
 	assert_true(during < 200);
 	proxy_restore();
 	pr.want = 200;
-	assert_int_equal(harness_wait_until(done_at_least, &pr, WAIT_MS), 0);
+	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 	assert_int_equal(harness_stop(pid, SIGTERM, 30000), 0);
 	assert_int_equal(fx_load_check(&db, &l, logs, 1, &skipped), 0);
 	printf("# db_unavailable lines: %lld\n", harness_file_count(logs[0], "event=db_unavailable"));
@@ -303,8 +277,8 @@ long_outage_exits_69_and_the_message_waits_for_the_next_processor(void **state)
 	cf.processor.db_outage_max_s = max_s;
 	assert_true(pid > 0);
 	{
-		struct logwait lw = {log1, "event=assigned", 1};
-		assert_int_equal(harness_wait_until(log_has, &lw, WAIT_MS), 0);
+		struct fx_logwait lw = {log1, "event=assigned", 1};
+		assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
 	}
 	proxy_cut();
 	assert_non_null(pub = fx_pub_new(&cf));
@@ -339,14 +313,10 @@ main(void)
 	    cmocka_unit_test(short_outage_mid_load_loses_nothing),
 	    cmocka_unit_test(long_outage_exits_69_and_the_message_waits_for_the_next_processor),
 	};
-	char group[256];
 	int rc;
 
-	if (harness_setup(&cf, "poutage", NULL) != 0)
+	if (fx_processor_conf(&cf, "poutage", NULL, 2) != 0)
 		return 1;
-	snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
-	harness_set(&cf.kafka.group_id, group);
-	cf.processor.threads = 2;
 	/* Short timeouts, so a cut connection is noticed at once. */
 	cf.db.connect_timeout_s = 2;
 	cf.db.read_timeout_s = 5;

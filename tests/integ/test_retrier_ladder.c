@@ -32,24 +32,6 @@ static struct db tdb;
 static char conf_path[1024], plog[1024], rlog[1024];
 static int proc_pid, ret_pid;
 
-static long long
-q(const char *fmt, ...)
-{
-	char sql[1024];
-	struct db d;
-	va_list ap;
-	long long v;
-
-	va_start(ap, fmt);
-	vsnprintf(sql, sizeof(sql), fmt, ap);
-	va_end(ap);
-	/* A connection per query: the statement cache is keyed by the SQL's address. */
-	harness_db(&cf, &d);
-	v = harness_count(&d, sql);
-	db_close(&d);
-	return v;
-}
-
 struct count_arg {
 	unsigned long long id;
 	int n;
@@ -125,15 +107,18 @@ ladder_walk_dead_letter_then_replay(void **state)
 	/* Time each failure as the row records it, polling every 20 ms. */
 	t0 = harness_now_ms();
 	for (end = t0 + 60000; harness_now_ms() < end;) {
-		long long rc = q("SELECT retry_count FROM pay_callback_log WHERE id = %llu", id);
+		long long rc =
+		    fx_countf(&cf, "SELECT retry_count FROM pay_callback_log WHERE id = %llu", id);
 		if (rc >= 1 && rc <= n + 1 && at[rc] == 0)
 			at[rc] = harness_now_ms();
-		if (q("SELECT status FROM pay_callback_log WHERE id = %llu", id) == 2)
+		if (fx_countf(&cf, "SELECT status FROM pay_callback_log WHERE id = %llu", id) == 2)
 			break;
 		usleep(20 * 1000);
 	}
-	assert_int_equal(q("SELECT status FROM pay_callback_log WHERE id = %llu", id), 2);
-	assert_int_equal(q("SELECT retry_count FROM pay_callback_log WHERE id = %llu", id), n + 1);
+	assert_int_equal(fx_countf(&cf, "SELECT status FROM pay_callback_log WHERE id = %llu", id),
+	                 2);
+	assert_int_equal(
+	    fx_countf(&cf, "SELECT retry_count FROM pay_callback_log WHERE id = %llu", id), n + 1);
 	for (int k = 1; k <= n; k++) {
 		long long gap = at[k + 1] - at[k], delay = ladder_delay(&cf.retry, k) * 1000;
 
@@ -168,10 +153,12 @@ ladder_walk_dead_letter_then_replay(void **state)
 	conf_topic(&cf, "callbacks.dlq", topic, sizeof(topic));
 	assert_int_equal(on_topic(topic, id, dlq, sizeof(dlq)), 1);
 	assert_non_null(strstr(dlq, "\"reason\":\"ladder_exhausted\""));
-	assert_int_equal(q("SELECT COUNT(*) FROM alerts WHERE kind = 'dead_letter' AND callback_id "
-	                   "= %llu",
-	                   id),
-	                 1);
+	assert_int_equal(
+	    fx_countf(&cf,
+	              "SELECT COUNT(*) FROM alerts WHERE kind = 'dead_letter' AND callback_id "
+	              "= %llu",
+	              id),
+	    1);
 	assert_true(harness_file_count(rlog, "level=error event=alert kind=dead_letter") >= 1);
 
 	/* The order arrives; the operator replays the dead letter. */
@@ -186,14 +173,15 @@ ladder_walk_dead_letter_then_replay(void **state)
 		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	assert_int_equal(fx_wait_row(&tdb, 0, id, 1, 30000), 0);
-	assert_int_equal(q("SELECT COUNT(*) FROM orders WHERE out_trade_no = 'o-no-such-order' AND "
+	assert_int_equal(
+	    fx_countf(&cf, "SELECT COUNT(*) FROM orders WHERE out_trade_no = 'o-no-such-order' AND "
 	                   "status = 'PAID'"),
-	                 1);
-	assert_int_equal(q("SELECT COUNT(*) FROM order_events WHERE out_trade_no = "
-	                   "'o-no-such-order'"),
+	    1);
+	assert_int_equal(fx_countf(&cf, "SELECT COUNT(*) FROM order_events WHERE out_trade_no = "
+	                                "'o-no-such-order'"),
 	                 2);
-	assert_int_equal(q("SELECT COUNT(DISTINCT event_type) FROM order_events WHERE "
-	                   "out_trade_no = 'o-no-such-order'"),
+	assert_int_equal(fx_countf(&cf, "SELECT COUNT(DISTINCT event_type) FROM order_events WHERE "
+	                                "out_trade_no = 'o-no-such-order'"),
 	                 2);
 	ladder_topic(&cf, 1, topic, sizeof(topic));
 	assert_int_equal(on_topic(topic, id, NULL, 0), 2); /* the ladder's and the replay's */
@@ -205,10 +193,12 @@ ladder_walk_dead_letter_then_replay(void **state)
 		         ": cb%llu: level=info event=processed outcome=paid", id);
 		assert_int_equal(harness_file_count(plog, needle), 1);
 	}
-	assert_int_equal(q("SELECT COUNT(*) FROM audit_log WHERE actor = 'test' AND target = "
-	                   "'cb%llu'",
-	                   id),
-	                 1);
+	assert_int_equal(
+	    fx_countf(&cf,
+	              "SELECT COUNT(*) FROM audit_log WHERE actor = 'test' AND target = "
+	              "'cb%llu'",
+	              id),
+	    1);
 	fx_pub_free(pub);
 }
 
@@ -235,9 +225,10 @@ lost_publish_is_processed_after_the_initial_lease(void **state)
 	assert_int_equal(harness_file_count(rlog, needle), 1);
 	conf_topic(&cf, "callbacks", topic, sizeof(topic));
 	assert_int_equal(on_topic(topic, id, NULL, 0), 1);
-	assert_int_equal(q("SELECT COUNT(*) FROM orders WHERE out_trade_no = 'o-lost-publish' AND "
+	assert_int_equal(
+	    fx_countf(&cf, "SELECT COUNT(*) FROM orders WHERE out_trade_no = 'o-lost-publish' AND "
 	                   "status = 'PAID'"),
-	                 1);
+	    1);
 }
 
 int

@@ -7,12 +7,14 @@
 # $PAYCB_TEST_CONF, and the mariadb client on them.
 
 OPS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# ok, not_ok, check, contains, diag, done_testing, now_ms and free_port, shared with
+# tests/services/tap.sh.
+# shellcheck source=tests/support/tap.sh
+. "$OPS_ROOT/tests/support/tap.sh"
 cd "$OPS_ROOT" || exit 1
 T="$(mktemp -d /tmp/paycb-ops-test.XXXXXX)"
 OPS_PIDS=()
 OPS_CLEANUPS=()
-n=0
-failed=0
 
 # ops_track PID - stop PID (SIGTERM, then SIGKILL after 20 s) when the test exits.
 ops_track() {
@@ -42,33 +44,10 @@ ops_cleanup() {
 }
 trap ops_cleanup EXIT
 
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $1"
-}
-
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $1"
-}
-
-# check DESC CMD... - one TAP line for the outcome of CMD.
-check() {
-	local desc=$1
-	shift
-	if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
-
 # skip DESC REASON - a TAP skip (counts as passed).
 skip() {
 	n=$((n + 1))
 	echo "ok $n - $1 # SKIP $2"
-}
-
-# diag TEXT - TEXT as TAP comments.
-diag() {
-	sed 's/^/# /' <<<"$1"
 }
 
 # bail TEXT - a failed test that cannot go on: one not ok line, the plan, exit 1.
@@ -76,22 +55,6 @@ bail() {
 	not_ok "$1"
 	done_testing
 	exit 1
-}
-
-done_testing() {
-	echo "1..$n"
-	echo "# $((n - failed)) passed, $failed failed"
-	((failed == 0))
-}
-
-contains() {
-	grep -qF -- "$2" <<<"$1"
-}
-
-now_ms() {
-	local t
-	t=$(date +%s%N)
-	echo $((t / 1000000))
 }
 
 # wait_for MS CMD... - true once CMD succeeds, false if it still fails after MS milliseconds.
@@ -102,11 +65,6 @@ wait_for() {
 		(($(now_ms) < end)) || return 1
 		sleep 0.05
 	done
-}
-
-# free_port - a loopback port nothing listens on right now.
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 # conf_value GROUP KEY [FILE] - a scalar of a libconfig file written one setting per line,

@@ -6,11 +6,13 @@
 # so a test never disturbs the services the developer has up on the default ports.
 
 TAP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# ok, not_ok, check, contains, diag, done_testing, now_ms and free_port, shared with
+# tests/ops/lib.sh.
+# shellcheck source=tests/support/tap.sh
+. "$TAP_ROOT/tests/support/tap.sh"
 D="$TAP_ROOT/deploy/local"
 T="$(mktemp -d /tmp/paycb-svc-test.XXXXXX)"
 LISTENERS=()
-n=0
-failed=0
 
 tap_cleanup() {
 	local pid v
@@ -26,52 +28,6 @@ tap_cleanup() {
 	rm -rf "$T"
 }
 trap tap_cleanup EXIT
-
-ok() {
-	n=$((n + 1))
-	echo "ok $n - $1"
-}
-
-not_ok() {
-	n=$((n + 1))
-	failed=$((failed + 1))
-	echo "not ok $n - $1"
-}
-
-# check DESC CMD... - one TAP line for the outcome of CMD.
-check() {
-	local desc=$1
-	shift
-	if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
-
-# contains HAYSTACK NEEDLE - fixed-string match, for check.
-contains() {
-	grep -qF -- "$2" <<<"$1"
-}
-
-# diag TEXT - show TEXT as TAP comments (after a failure, what the script printed).
-diag() {
-	sed 's/^/# /' <<<"$1"
-}
-
-# done_testing - the plan, a summary, and the exit status.
-done_testing() {
-	echo "1..$n"
-	echo "# $((n - failed)) passed, $failed failed"
-	((failed == 0))
-}
-
-now_ms() {
-	local t
-	t=$(date +%s%N)
-	echo $((t / 1000000))
-}
-
-# free_port - a port nothing listens on right now (bind to 0, read it back, close).
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # occupy_port - start a listener on a kernel-chosen loopback port and set PORT to it.
 # Not to be called in $(...): the listener's pid must reach LISTENERS in this shell

@@ -9,6 +9,8 @@
  */
 #include "fixtures.h"
 
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +382,56 @@ fx_processor_start(const struct conf *cf, const char *name, char *log, size_t lo
 	return harness_spawn(bin, path, log);
 }
 
+long long
+fx_countf(const struct conf *cf, const char *fmt, ...)
+{
+	char sql[1024];
+	struct db d;
+	va_list ap;
+	long long v;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	/* A connection per query: the statement cache is keyed by the SQL's address. */
+	harness_db(cf, &d);
+	v = harness_count(&d, sql);
+	db_close(&d);
+	return v;
+}
+
+int
+fx_processor_conf(struct conf *cf, const char *tag, const char *ladder, int threads)
+{
+	char group[256];
+
+	if (harness_setup(cf, tag, ladder) != 0)
+		return -1;
+	snprintf(group, sizeof(group), "%s.processor", cf->kafka.topic_prefix);
+	harness_set(&cf->kafka.group_id, group);
+	cf->processor.threads = threads;
+	return 0;
+}
+
+int
+fx_processor_stop(struct fx_pub *pub, int pid, const char *log)
+{
+	int rc;
+
+	fx_pub_free(pub);
+	rc = harness_stop(pid, SIGTERM, 30000);
+	printf("# processor exited with %d (log %s)\n", rc, log);
+	return rc == 0 ? 0 : -1;
+}
+
+int
+fx_log_has(void *arg)
+{
+	struct fx_logwait *w = arg;
+
+	return harness_file_count(w->file, w->needle) >= w->n;
+}
+
 int
 fx_wait_row(struct db *db, int refund, unsigned long long id, int status, long long timeout_ms)
 {
@@ -467,6 +519,14 @@ fx_load_done(struct db *db, const struct fx_load *l)
 				 "refund_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
 				 "status = 1)",
 				 in, 2);
+}
+
+int
+fx_load_done_at_least(void *arg)
+{
+	struct fx_progress *p = arg;
+
+	return fx_load_done(p->db, p->l) >= p->want;
 }
 
 /* fx_log_applied - counts "event=processed" lines per callback id in a processor log */

@@ -60,6 +60,14 @@ long long fx_committed(const struct conf *cf, const char *topic, int32_t partiti
 long long fx_read_topic(const struct conf *cf, const char *topic,
 			int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg);
 
+/*
+ * Formats a query (printf style) and returns the number its first column gives. Each call
+ * opens and closes a connection of its own to cf's database, because the statement cache is
+ * keyed by the SQL's address and every formatted query lands in the same stack buffer.
+ */
+long long fx_countf(const struct conf *cf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Where tests keep their files: $PAYCB_VAR (tests/run.sh sets it), else /tmp. */
 const char *fx_dir(void);
 /*
@@ -68,6 +76,37 @@ const char *fx_dir(void);
  * path is returned in log. Returns the pid or -1. Stop it with harness_stop().
  */
 int fx_processor_start(const struct conf *cf, const char *name, char *log, size_t loglen);
+
+struct fx_load;
+/*
+ * Sets up the configuration every processor test starts from: harness_setup(cf, tag,
+ * ladder), the processors' consumer group "<prefix>.processor" and the number of worker
+ * threads. The caller still opens its database with harness_db() itself, because some tests
+ * change cf (timeouts, a proxy, the log level) in between. Returns 0, or -1 when
+ * harness_setup fails.
+ */
+int fx_processor_conf(struct conf *cf, const char *tag, const char *ladder, int threads);
+/*
+ * Frees pub and stops the processor pid with SIGTERM (it drains and must exit 0; the
+ * sanitizer build reports leaks as a failure here), printing how it exited and its log.
+ * Returns 0 when it exited 0, else -1, as a cmocka group teardown wants.
+ */
+int fx_processor_stop(struct fx_pub *pub, int pid, const char *log);
+
+/* A condition for harness_wait_until(): file holds needle at least n times. */
+struct fx_logwait {
+	const char *file, *needle;
+	long long n;
+};
+int fx_log_has(void *arg);
+
+/* A condition for harness_wait_until(): at least want callbacks of load l are done in db. */
+struct fx_progress {
+	struct db *db;
+	const struct fx_load *l;
+	long long want;
+};
+int fx_load_done_at_least(void *arg);
 
 /* Waits until a callback row's status (or retry_count) is the wanted one; 0 or -1. */
 int fx_wait_row(struct db *db, int refund, unsigned long long id, int status,
