@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# tools/bench.sh - `make bench`: the measurements of the whole pipeline, printed as one table.
+#
+#   1. ingest alone: throughput and acknowledgement latency at 8, 64 and 256 concurrent
+#      clients sending unique signed notifications of all three channels (paycb-sim run
+#      --scenario load --ingest-only), beside the database's own ceiling for the same
+#      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve);
+#   2. a storm of 1,000 concurrent copies of one notification, answered;
+#   3. processing: a backlog of payments drained by 1, 2 and 4 processors on 12 partitions
+#      (paycb-sim drain), beside the database's ceiling for the processor's statements by
+#      a plain client at the same concurrency (dbceiling --shape process);
+#   4. end to end: ack -> order PAID at half the 2-processor drain rate, everything running;
+#   5. CPU seconds per component during phases 1, 3 and 4 (from /proc/PID/stat);
+#   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present).
+#
+# Its own database (paycb_bench, dropped at the start and the end), topic prefixes
+# pbench / pbench_ingest, consumer group pbench and free ports, so it runs beside the demo.
+# Logs, configurations and the raw key=value reports stay in var/bench/; the table is also
+# written to var/bench/results.txt. About 6-8 minutes on 2 cores. Environment:
+# BENCH_INGEST_N (6000 notifications per level), BENCH_BACKLOG_N (4000), BENCH_DB_N (5000),
+# BENCH_SWEEP (1; 0 skips tools/bench_sweep.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=tools/sim/pipeline.sh
+. tools/sim/pipeline.sh
+
+PAYCB_VAR=${PAYCB_VAR:-$PWD/var}
+export PAYCB_VAR
+B=$PAYCB_VAR/bench
+DB=paycb_bench
+N_INGEST=${BENCH_INGEST_N:-6000}
+N_BACKLOG=${BENCH_BACKLOG_N:-4000}
+N_DB=${BENCH_DB_N:-5000}
+T0=$(pl_now_ms)
+
+rm -rf "$B"
+pl_init "$B"
+umask 077
+printf '[client]\nhost=127.0.0.1\nport=%s\nuser=paycb\npassword=%s\n' \
+	"${PAYCB_DB_PORT:-23306}" "$(cat "$PAYCB_VAR/secrets/db_password" 2>/dev/null)" >"$B/my.cnf"
+umask 022
+sql() { mariadb --defaults-extra-file="$B/my.cnf" -N -B -e "$1" ${2:+"$2"}; }
+
+cleanup() {
+	pl_stop_all >/dev/null 2>&1 || true
+	sql "DROP DATABASE IF EXISTS $DB" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+# kv FILE KEY - one value of a paycb-sim report.
+kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
+# ms US - microseconds as milliseconds with one decimal.
+ms() { local v=${1:--1}; ((v < 0)) && { echo -; return; }; echo "$((v / 1000)).$((v % 1000 / 100))"; }
+# secs MS - milliseconds as seconds with one decimal.
+secs() { echo "$(($1 / 1000)).$(($1 % 1000 / 100))"; }
+# ratio A B - A/B with two decimals.
+ratio() { ((${2:-0} > 0)) && echo "$((${1:-0} * 100 / $2 / 100)).$(printf '%02d' $((${1:-0} * 100 / $2 % 100)))" || echo -; }
+
+deploy/local/services.sh up >"$B/log/services.log" 2>&1 || { cat "$B/log/services.log"; exit 1; }
+base=$(deploy/local/services.sh config)
+sql "DROP DATABASE IF EXISTS $DB"
+INGEST=$(pl_free_port) INGEST_ADMIN=$(pl_free_port) RETRIER_ADMIN=$(pl_free_port)
+CONF=$B/paycb.conf
+say "keys, configuration, migration"
+# Production settings except what the storm needs (1,000 requests in flight) and a retrier
+# sweep of 1 s; the ladder stays the production one, nothing here needs it.
+bin/paycb-sim keys --out "$B/keys" --conf "$CONF" --base "$base" >/dev/null \
+	--set "database.name=$DB" --set kafka.topic_prefix=pbench --set kafka.group_id=pbench \
+	--set "ingest.listen_port=$INGEST" --set "ingest.admin_port=$INGEST_ADMIN" \
+	--set ingest.max_inflight=1100 --set ingest.max_unverified=1100 \
+	--set retrier.sweep_interval_s=1 --set "retrier.admin_port=$RETRIER_ADMIN" \
+	--set processor.admin_port=0
+# Ingest's own phase publishes under another prefix, so the processors of phase 3 start
+# with exactly the backlog they are measured on.
+bin/paycb-sim conf --base "$CONF" --out "$B/ingest-only.conf" --set kafka.topic_prefix=pbench_ingest
+bin/paycb-migrate -c "$CONF" --create-db >"$B/log/migrate.log" 2>&1
+bin/paycb-migrate -c "$B/ingest-only.conf" --topics-only >>"$B/log/migrate.log" 2>&1
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+MDB=$(cat "$PAYCB_VAR/mariadb/mariadbd.pid" 2>/dev/null || echo 0)
+KFK=$(cat "$PAYCB_VAR/kafka/kafka.pid" 2>/dev/null || echo 0)
+# cpu_sum PID... - the summed CPU ms of the pids that run.
+cpu_sum() {
+	local t=0 p
+	for p in "$@"; do
+		[[ -n $p && -r /proc/$p/stat ]] && t=$((t + $(pl_cpu_ms "$p")))
+	done
+	echo "$t"
+}
+declare -A CPU
+# cpu_phase PHASE begin|end - CPU of every component at the start / end of a phase.
+cpu_phase() {
+	local ph=$1 what=$2 procs
+	procs=$(for f in "$B"/run/processor-*.pid; do
+		if [[ -e $f ]]; then pl_pid "$(basename "$f" .pid)"; fi
+	done)
+	# shellcheck disable=SC2086 # word splitting of pid lists is wanted
+	local now=("$(cpu_sum "$(pl_pid ingest)")" "$(cpu_sum $procs)"
+		"$(cpu_sum "$(pl_pid retrier)")" "$(cpu_sum "$MDB")" "$(cpu_sum "$KFK")")
+	local i=0 c
+	for c in ingest processors retrier mariadb kafka; do
+		if [[ $what == begin ]]; then
+			CPU[$ph.$c]=${now[$i]}
+		else
+			CPU[$ph.$c]=$((${now[$i]} - ${CPU[$ph.$c]:-0}))
+		fi
+		i=$((i + 1))
+	done
+}
+SIMRUN=(bin/paycb-sim run --seed 7)
+
+# ---- 1. ingest alone ----------------------------------------------------------------------
+pl_start ingest "$B/ingest-only.conf" paycb-ingest "$INGEST_ADMIN"
+pl_ready "$INGEST_ADMIN" 60
+for c in 8 64 256; do
+	say "ingest: $N_INGEST unique notifications from $c clients"
+	[[ $c == 64 ]] && cpu_phase ingest begin
+	"${SIMRUN[@]}" -c "$B/ingest-only.conf" --keys "$B/keys" --scenario load --orders "$N_INGEST" \
+		--concurrency "$c" --ingest-only --wait 300 --report "$B/ingest-$c.kv" \
+		>"$B/log/sim-ingest-$c.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-$c.log"; exit 1; }
+	[[ $c == 64 ]] && cpu_phase ingest end && CPU[ingest.sim]=$(kv "$B/ingest-$c.kv" cpu_ms)
+	say "database ceiling: $N_DB of ingest's INSERT from $c connections"
+	bin/paycb-sim dbceiling -c "$CONF" --shape reserve --concurrency "$c" --count "$N_DB" \
+		--report "$B/dbreserve-$c.kv" >"$B/log/dbceiling-reserve-$c.log" 2>&1 ||
+		{ cat "$B/log/dbceiling-reserve-$c.log"; exit 1; }
+done
+
+say "storm: 1,000 concurrent copies of one notification"
+"${SIMRUN[@]}" -c "$B/ingest-only.conf" --keys "$B/keys" --scenario storm --copies 1000 \
+	--ingest-only --wait 120 --report "$B/storm.kv" >"$B/log/sim-storm.log" 2>&1 ||
+	{ tail -n 30 "$B/log/sim-storm.log"; exit 1; }
+pl_stop ingest
+# Phase 1's rows are finished by hand: its messages went to another prefix, and the
+# retrier must not bring them back into phase 3's backlog.
+sql "UPDATE pay_callback_log SET status = 1, done_at = NOW(3) WHERE status = 0" "$DB"
+
+# ---- 3. processing ------------------------------------------------------------------------
+pl_start ingest "$CONF" paycb-ingest "$INGEST_ADMIN"
+pl_ready "$INGEST_ADMIN" 60
+for k in 1 2 4; do
+	mark=$(bin/paycb-sim drain -c "$CONF" --mark)
+	say "processing: a backlog of $N_BACKLOG payments, then $k processor(s)"
+	"${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
+		--concurrency 64 --ingest-only --wait 300 --report "$B/backlog-$k.kv" \
+		>"$B/log/sim-backlog-$k.log" 2>&1 || { tail -n 30 "$B/log/sim-backlog-$k.log"; exit 1; }
+	[[ $k == 2 ]] && cpu_phase process begin
+	for i in $(seq 1 "$k"); do
+		pl_start "processor-$i" "$CONF" paycb-processor 0
+	done
+	bin/paycb-sim drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
+		--report "$B/drain-$k.kv" >"$B/log/drain-$k.log" 2>&1 || { cat "$B/log/drain-$k.log"; exit 1; }
+	[[ $k == 2 ]] && cpu_phase process end
+	for i in $(seq 1 "$k"); do pl_stop "processor-$i"; done
+	say "database ceiling: the processor's statements from $k connection(s)"
+	bin/paycb-sim dbceiling -c "$CONF" --shape process --concurrency "$k" --count 3000 \
+		--report "$B/dbprocess-$k.kv" >"$B/log/dbceiling-process-$k.log" 2>&1 ||
+		{ cat "$B/log/dbceiling-process-$k.log"; exit 1; }
+done
+
+# ---- 4. end to end at half the max rate -------------------------------------------------
+MAX=$(kv "$B/drain-2.kv" drain_rate)
+RATE=$((MAX / 2 > 1 ? MAX / 2 : 1))
+E2E_N=$((RATE * 30))
+pl_start processor-1 "$CONF" paycb-processor 0
+pl_start processor-2 "$CONF" paycb-processor 0
+pl_start retrier "$CONF" paycb-retrier "$RETRIER_ADMIN"
+# A warm-up at the same rate first: the consumer group's join and the first fetches are
+# start-up costs, not end-to-end latency.
+say "end to end: warm-up, $((RATE * 3)) payments at $RATE/s"
+"${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders $((RATE * 3)) --rate "$RATE" \
+	--concurrency 16 --wait 120 >"$B/log/sim-e2e-warmup.log" 2>&1 ||
+	{ tail -n 30 "$B/log/sim-e2e-warmup.log"; exit 1; }
+say "end to end: $E2E_N payments at $RATE/s (half of 2 processors' $MAX/s), everything running"
+cpu_phase e2e begin
+"${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$E2E_N" --rate "$RATE" \
+	--concurrency 16 --wait 300 --report "$B/e2e.kv" >"$B/log/sim-e2e.log" 2>&1 ||
+	{ tail -n 30 "$B/log/sim-e2e.log"; exit 1; }
+cpu_phase e2e end
+CPU[e2e.sim]=$(kv "$B/e2e.kv" cpu_ms)
+pl_stop_all
+
+# ---- 6. the retrier's sweep -----------------------------------------------------------------
+SWEEP=
+if [[ -x tools/bench_sweep.sh && ${BENCH_SWEEP:-1} != 0 ]]; then
+	say "retrier sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh)"
+	SWEEP=$(tools/bench_sweep.sh 2>"$B/log/bench_sweep.log") || SWEEP="tools/bench_sweep.sh failed; see $B/log/bench_sweep.log"
+fi
+
+# ---- the table ------------------------------------------------------------------------------
+report() {
+	local c k
+	echo "paycb bench, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git describe --always --dirty 2>/dev/null || echo '?')"
+	echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $(nproc) cores," \
+		"$(free -g | awk '/^Mem:/ { print $2 " GB" }'), $(uname -r), Debian $(cat /etc/debian_version)," \
+		"$(deploy/local/services.sh versions | tr '\n' ' ')"
+	echo
+	echo "1. ingest alone: unique signed notifications, wxpay + alipay + stripe"
+	printf '   %-8s %10s %9s %9s %9s | %13s %9s %9s | %s\n' clients acked/s "p50 ms" "p99 ms" \
+		"p99.9 ms" "db INSERT/s" "p50 ms" "p99 ms" "ingest/db"
+	for c in 8 64 256; do
+		printf '   %-8s %10s %9s %9s %9s | %13s %9s %9s | %s\n' "$c" "$(kv "$B/ingest-$c.kv" ack_rate)" \
+			"$(ms "$(kv "$B/ingest-$c.kv" ack_p50_us)")" "$(ms "$(kv "$B/ingest-$c.kv" ack_p99_us)")" \
+			"$(ms "$(kv "$B/ingest-$c.kv" ack_p999_us)")" "$(kv "$B/dbreserve-$c.kv" rate)" \
+			"$(ms "$(kv "$B/dbreserve-$c.kv" p50_us)")" "$(ms "$(kv "$B/dbreserve-$c.kv" p99_us)")" \
+			"$(ratio "$(kv "$B/ingest-$c.kv" ack_rate)" "$(kv "$B/dbreserve-$c.kv" rate)")"
+	done
+	echo
+	echo "2. storm: 1,000 concurrent copies of one notification: $(kv "$B/storm.kv" ok) of" \
+		"$(kv "$B/storm.kv" sent) pushes answered success, p50 $(ms "$(kv "$B/storm.kv" ack_p50_us)") ms," \
+		"p99 $(ms "$(kv "$B/storm.kv" ack_p99_us)") ms, max $(ms "$(kv "$B/storm.kv" ack_max_us)") ms; one row"
+	echo
+	echo "3. processing: backlog of $N_BACKLOG payments, 12 partitions, 1 thread per processor"
+	printf '   %-11s %13s | %20s %9s %9s | %s\n' processors callbacks/s "db same stmts tx/s" "p50 ms" \
+		"p99 ms" "processors/db"
+	for k in 1 2 4; do
+		printf '   %-11s %13s | %20s %9s %9s | %s\n' "$k" "$(kv "$B/drain-$k.kv" drain_rate)" \
+			"$(kv "$B/dbprocess-$k.kv" rate)" "$(ms "$(kv "$B/dbprocess-$k.kv" p50_us)")" \
+			"$(ms "$(kv "$B/dbprocess-$k.kv" p99_us)")" \
+			"$(ratio "$(kv "$B/drain-$k.kv" drain_rate)" "$(kv "$B/dbprocess-$k.kv" rate)")"
+	done
+	echo
+	echo "4. end to end at $RATE/s (half of 2 processors' $MAX/s), $E2E_N payments, all daemons:" \
+		"ack -> order PAID p50 $(ms "$(kv "$B/e2e.kv" e2e_p50_us)") ms, p99 $(ms "$(kv "$B/e2e.kv" e2e_p99_us)") ms," \
+		"p99.9 $(ms "$(kv "$B/e2e.kv" e2e_p999_us)") ms (polled every 10 ms);" \
+		"ack p99 $(ms "$(kv "$B/e2e.kv" ack_p99_us)") ms; outcome mismatches: $(kv "$B/e2e.kv" mismatches)"
+	echo
+	echo "5. CPU seconds per component (from /proc/PID/stat; the simulator from getrusage)"
+	printf '   %-34s %8s %11s %8s %8s %8s %8s | %s\n' phase ingest processors retrier mariadb kafka sim \
+		"CPU ms per callback"
+	for ph in "ingest:1. ingest, 64 clients, $N_INGEST:$N_INGEST" \
+		"process:3. 2 processors drain $N_BACKLOG:$N_BACKLOG" "e2e:4. end to end, $E2E_N:$E2E_N"; do
+		IFS=: read -r key label count <<<"$ph"
+		local tot=0 c line=""
+		for c in ingest processors retrier mariadb kafka sim; do
+			local v=${CPU[$key.$c]:-0}
+			tot=$((tot + v))
+			line+=$(printf ' %8s' "$(secs "$v")")
+		done
+		printf '   %-34s%s | %s\n' "$label" "$line" "$(ms $((tot * 1000 / count)))"
+	done
+	if [[ -n $SWEEP ]]; then
+		echo
+		echo "6. retrier sweep (tools/bench_sweep.sh)"
+		sed 's/^/   /' <<<"$SWEEP"
+	fi
+	echo
+	echo "total bench time $((($(pl_now_ms) - T0) / 1000)) s; raw reports and logs in $B"
+}
+report | tee "$B/results.txt"

@@ -1,0 +1,372 @@
+/*
+ * sim - private interfaces of paycb-sim, the payment-channel simulator.
+ *
+ * paycb-sim behaves toward paycb-ingest as WeChat Pay APIv3, Alipay and Stripe do: it holds
+ * the channels' private keys, creates orders the way a merchant's order service does, signs
+ * notifications with ingest's own signing functions (ingest_notify.h), and delivers them
+ * at least once on each channel's (compressed) retry schedule, with lost acknowledgements,
+ * duplicates, out-of-order delivery and many connections. It then checks the database
+ * against what each scenario must produce.
+ *
+ * Modules: sim_keys.c (key generation), sim_conf.c (configuration writing, loading the
+ * merchants' keys), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
+ * sim_plan.c (scenarios), sim_deliver.c (the delivery engine), sim_orders.c (orders and the
+ * paid-order poller), sim_check.c (the outcome checks), sim_stats.c (counters, latencies,
+ * helpers), sim_run.c (`run`: the whole scenario and its report), sim_bench.c (dbceiling
+ * and drain, the bench's plain-client measurements). Shell helpers for starting a pipeline:
+ * pipeline.sh.
+ */
+#ifndef PAYCB_SIM_H
+#define PAYCB_SIM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+#include "conf.h"
+#include "db.h"
+#include "sig.h"
+
+/* Exit codes beyond the daemon ones (daemon.h): a checked expectation did not hold. */
+#define SIM_EXIT_MISMATCH 1
+
+#define SIM_PATH 512
+
+enum sim_ch { SIM_WX = 0, SIM_ALI = 1, SIM_STRIPE = 2, SIM_NCH };
+const char *sim_ch_name(enum sim_ch ch);
+
+/* Monotonic and wall clocks in microseconds. */
+long long sim_now_us(void);
+long long sim_wall_us(void);
+
+/* A small deterministic generator (xorshift64*), one per thread or per plan. */
+uint64_t sim_rand(uint64_t *state);
+/* Uniform in [0, n) for n > 0. */
+uint64_t sim_rand_below(uint64_t *state, uint64_t n);
+
+/* ---- sim_keys.c ------------------------------------------------------------------------ */
+
+/* The files one merchant's keys were written to, as the configuration names them. */
+struct sim_mfiles {
+	char id[65];
+	char mchid[16], app_id[20];
+	char wx_cert[SIM_PATH], wx_pub[SIM_PATH], wx_pubkey_id[64], apiv3[SIM_PATH];
+	char ali_pub[SIM_PATH];
+	char stripe[2][SIM_PATH]; /* [0] the older secret, [1] the newer one */
+};
+
+/*
+ * Generates merchant id's keys under dir/id/: the WeChat Pay platform key and its
+ * self-signed certificate, a PUB_KEY_ID_ public key, the APIv3 key, the Alipay key pair and
+ * two Stripe endpoint secrets. Private keys and secrets are written 0600, public keys 0644.
+ * index makes the mchid and app_id of several merchants differ. Returns 0 or -1 with err.
+ */
+int sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, char *err,
+                  size_t errlen);
+/* The private-key file names under dir/id/ that sim_merchants_load reads. */
+#define SIM_WX_CERT_KEY "wx_platform_key.pem"
+#define SIM_WX_PUB_KEY  "wx_pubkey_key.pem"
+#define SIM_ALI_KEY     "alipay_key.pem"
+
+/* ---- sim_conf.c ------------------------------------------------------------------------ */
+
+/*
+ * Writes a complete paycb configuration to out: the base file's settings (database, kafka
+ * and anything else it has; none when base is NULL), the merchants section for m[0..nm)
+ * (the base's merchants are kept when m is NULL), then each "path=value" override in sets
+ * (path like ingest.listen_port; value in libconfig syntax, or a bare string). The result is
+ * validated as every program would load it. Returns 0 or -1 with err.
+ */
+int sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, int nm,
+                   char *const *sets, int nsets, char *err, size_t errlen);
+
+/* A merchant as the simulator sees it: the channels' private side. */
+struct sim_merchant {
+	const char *id; /* points into the configuration */
+	char mchid[40], app_id[40], order_key[64];
+	int has[SIM_NCH];
+	EVP_PKEY *wx_cert_key, *wx_pub_key, *ali_key;
+	char wx_serial[SIG_SERIAL_MAX + 1], wx_pubkey_id[80];
+	uint8_t apiv3[32];
+	uint8_t *stripe[2];
+	size_t stripe_len[2];
+	int nstripe;
+};
+
+/*
+ * Loads, for every merchant of cf, the private keys under keys_dir/<id>/ and the shared
+ * secrets the configuration names, and checks that each private key belongs to a public key
+ * ingest has. Returns 0 or -1 with err.
+ */
+int sim_merchants_load(const struct conf *cf, const char *keys_dir, struct sim_merchant **out,
+                       int *n, char *err, size_t errlen);
+void sim_merchants_free(struct sim_merchant *m, int n);
+
+/* ---- sim_http.c ------------------------------------------------------------------------ */
+
+/* One keep-alive connection to ingest. */
+struct sim_conn {
+	int fd;
+	char addr[64];
+	int port;
+	char *buf;
+	size_t cap;
+};
+
+struct sim_answer {
+	int status; /* 0 when no answer came (connection error or timeout) */
+	char body[256];
+	size_t body_len;
+	long long us; /* from sending to the whole answer */
+};
+
+void sim_conn_init(struct sim_conn *c, const char *addr, int port);
+int sim_conn_open(struct sim_conn *c, int timeout_ms);
+/*
+ * Posts one request (headers are "Name: value\r\n" lines) and reads the answer. A reused
+ * connection the server closed meanwhile is reopened once. Returns 0 with an answer in a,
+ * or -1 (a->status 0) on a connection error or timeout; the connection is then closed.
+ */
+int sim_http_post(struct sim_conn *c, const char *path, const char *headers, const void *body,
+                  size_t len, int timeout_ms, struct sim_answer *a);
+/* A GET, for readiness checks. */
+int sim_http_get(const char *addr, int port, const char *path, int timeout_ms,
+                 struct sim_answer *a);
+void sim_conn_close(struct sim_conn *c);
+
+/* ---- sim_notify.c ---------------------------------------------------------------------- */
+
+/* One signed rendition of a notification; several senders may hold it at once. */
+struct sim_blob {
+	atomic_int refs;
+	char *body;
+	size_t len;
+	char headers[1400];
+	time_t ts;
+};
+
+/* One notification: what it says and how it is signed and sent. */
+struct sim_note {
+	int ccase;
+	int merchant;
+	enum sim_ch ch;
+	int refund;
+	char order[64], trade[64];
+	char charge[64];       /* Stripe: the charge of the PaymentIntent */
+	char refund_no[64];    /* refund: the merchant's number (out_refund_no, out_biz_no) */
+	char refund_id[64];    /* refund: the channel's id (WeChat refund_id, Stripe re_) */
+	int64_t amount;        /* payment: the amount paid; refund: this refund */
+	int64_t cumulative;    /* refund: the refunded total after it */
+	int64_t total;         /* refund: the order's amount */
+	int full;              /* refund: it completes the refund of the order */
+	int seq;               /* refund: 1, 2, ... within its order */
+	int stripe_cumulative; /* Stripe: charge.refunded rather than refund.created */
+	int wx_pubkey;         /* WeChat: signed by the PUB_KEY_ID_ key rather than the cert's */
+	int stripe_both;       /* Stripe: a v1 signature under both secrets, as during a roll */
+	char currency[4];
+	char path[160];
+	pthread_mutex_t mu;
+	struct sim_blob *blob;
+};
+
+/* Signs n at time now into a new blob (replacing the old one). Returns 0 or -1. */
+int sim_note_sign(const struct sim_merchant *m, struct sim_note *n, time_t now);
+/*
+ * The blob to send now, with a reference the caller drops with sim_blob_put. A WeChat
+ * notification is signed again once its timestamp nears the tolerance, as a real re-push
+ * would be; everything else is sent byte for byte as first signed.
+ */
+struct sim_blob *sim_note_get(const struct sim_merchant *m, struct sim_note *n, time_t now);
+void sim_blob_put(struct sim_blob *b);
+/* The per-send headers: a Stripe re-push is signed with the time it is sent. */
+int sim_note_headers(const struct sim_merchant *m, const struct sim_note *n,
+                     const struct sim_blob *b, time_t now, char *buf, size_t len);
+/* Whether answer a is the channel's success answer. */
+int sim_answer_ok(enum sim_ch ch, const struct sim_answer *a);
+
+/* ---- sim_plan.c ------------------------------------------------------------------------ */
+
+enum sim_kind {
+	K_PAY = 0,      /* one payment */
+	K_DUP,          /* one payment, with extra copies at random times */
+	K_INCIDENT,     /* one payment pushed three times over a window */
+	K_STORM,        /* one payment, many concurrent copies */
+	K_AFTER_CLOSE,  /* paid after the merchant closed the order */
+	K_PAID_TWICE,   /* two trades for one order */
+	K_MISMATCH,     /* paid a different amount */
+	K_REFUND_PF,    /* paid, refunded in part, then in full */
+	K_REFUND_FIRST, /* the full refund arrives before the payment */
+	K_NO_ORDER,     /* paid an order that does not exist */
+	K_NKINDS
+};
+const char *sim_kind_name(enum sim_kind k);
+
+struct sim_case {
+	enum sim_kind kind;
+	int merchant;
+	enum sim_ch ch, ch2;
+	char order[64];
+	int64_t amount;
+	char currency[4];
+	char trade[64], trade2[64];
+	unsigned long long order_id; /* 0 = no order row */
+	int measure_e2e;             /* ack -> PAID is timed for this case */
+	int e2e_note;                /* the payment whose acknowledgement starts the clock */
+	atomic_llong ack_us;         /* the first success answer of its (first) payment */
+	long long paid_us;           /* when the poller first saw it PAID */
+};
+
+/* How each delivery chain is released and how it stands. */
+enum sim_dstate { D_WAIT = 0, D_QUEUED, D_BUSY, D_DONE, D_GAVE_UP, D_ABANDONED };
+
+struct sim_delivery {
+	int note;
+	int attempt;        /* pushes so far */
+	int lost_acks;      /* success answers still to drop (a lost acknowledgement) */
+	long long start_us; /* offset from the start (after < 0) */
+	int after;          /* released when that delivery is first answered success */
+	long long after_us; /* ... this long after */
+	int first_dep, next_dep;
+	int burst; /* sent at once by a connection of its own (a storm copy) */
+	long long due_us;
+	uint64_t tie;
+	enum sim_dstate state;
+	int answered_ok;
+};
+
+struct sim_opts {
+	const char *conf, *keys_dir, *scenario, *report;
+	int orders, concurrency, copies;
+	uint64_t seed;
+	long long compress; /* channel seconds per simulated second */
+	int wait_s, timeout_ms;
+	int rate;          /* first pushes per second; 0 = as fast as the connections go */
+	int lost_permille; /* payments whose first acknowledgement is lost */
+	int dup_permille;  /* mixed: share of duplicated payments */
+	int progress;
+	int ingest_only;    /* expect only what ingest does (no processor running) */
+	int max_mismatches; /* printed; the rest are counted */
+};
+
+struct sim_plan {
+	char run[16];
+	struct sim_case *cases;
+	int ncases;
+	struct sim_note *notes;
+	int nnotes, notes_cap;
+	struct sim_delivery *dels;
+	int ndels, dels_cap;
+	int bursts;          /* deliveries with burst set */
+	int ready;           /* built: the notes' locks exist */
+	long long window_us; /* the incident window */
+};
+
+/* Builds the plan of scenario o->scenario. Returns 0 or -1 with err. */
+int sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm,
+                   const struct sim_opts *o, char *err, size_t errlen);
+void sim_plan_free(struct sim_plan *p);
+/* The names `run --scenario` accepts, for the usage text. */
+extern const char *const sim_scenarios[];
+
+/* ---- sim_stats.c ----------------------------------------------------------------------- */
+
+/* Latency samples in microseconds. */
+struct sim_lat {
+	pthread_mutex_t mu;
+	int64_t *v;
+	size_t n, cap;
+	int sorted;
+};
+void sim_lat_init(struct sim_lat *l);
+void sim_lat_add(struct sim_lat *l, int64_t us);
+/* The permille-th percentile (500 = p50, 999 = p99.9), nearest rank; -1 without samples. */
+int64_t sim_lat_pct(struct sim_lat *l, int permille);
+void sim_lat_free(struct sim_lat *l);
+
+#define SIM_STATUS_MAX 600
+
+struct sim_stats {
+	atomic_llong sent, ok, lost, failed, errors, gave_up, abandoned, resigned;
+	atomic_llong status[SIM_NCH][SIM_STATUS_MAX]; /* [ch][0] = no answer */
+	atomic_llong first_send_us, last_ok_us;
+	struct sim_lat ack, e2e;
+	atomic_int paid_seen;
+	int paid_expected;
+};
+void sim_stats_init(struct sim_stats *s);
+void sim_stats_free(struct sim_stats *s);
+/* Formats microseconds as "12.3 ms" / "850 us". */
+const char *sim_fmt_us(int64_t us, char *buf, size_t len);
+
+/* ---- sim_deliver.c --------------------------------------------------------------------- */
+
+struct sim_engine;
+
+/*
+ * Starts the delivery engine for plan p: o->concurrency keep-alive connections plus one per
+ * storm copy. Returns 0 or -1 with err.
+ */
+int sim_engine_start(struct sim_engine **out, struct sim_plan *p, const struct sim_merchant *m,
+                     const struct sim_opts *o, const char *addr, int port, struct sim_stats *st,
+                     char *err, size_t errlen);
+/* Deliveries not yet finished (done or given up). */
+int sim_engine_pending(struct sim_engine *e);
+/* Stops the workers; unfinished chains count as abandoned. */
+void sim_engine_stop(struct sim_engine *e);
+
+/* ---- sim_orders.c ---------------------------------------------------------------------- */
+
+/* Creates the plan's orders (and closes the paid-after-close ones). Returns 0 or -1. */
+int sim_orders_create(struct db *db, struct sim_plan *p, const struct sim_merchant *m, char *err,
+                      size_t errlen);
+
+struct sim_poller;
+/* Polls orders every few milliseconds to time ack -> PAID. Returns 0 or -1 with err. */
+int sim_poller_start(struct sim_poller **out, const struct conf_db *cf, struct sim_plan *p,
+                     struct sim_stats *st, char *err, size_t errlen);
+void sim_poller_stop(struct sim_poller *pl);
+
+/* ---- sim_check.c ----------------------------------------------------------------------- */
+
+/* What the database holds for a run, tallied for the summary. */
+struct sim_outcome {
+	long long cases_ok, mismatches;
+	long long paid, closed, refunded, pending_orders, no_order_rows;
+	long long pay_rows, refund_rows, rows_pending, rows_dead, dlq_sent;
+	long long events, refund_requests;
+	long long no_order_pending; /* rows left for the ladder to finish */
+	int settled; /* every callback row is done or dead (or allowed to be pending) */
+};
+
+/*
+ * Checks every case of p against the database. Mismatches are printed to out when it is not
+ * NULL (at most o->max_mismatches of them). ladder_fits says whether the retry ladder ends
+ * within the wait, so rows of orders that do not exist must be dead rather than pending.
+ * Returns 0 or -1 when the database could not be read.
+ */
+int sim_check(struct db *db, const struct sim_plan *p, const struct sim_merchant *m, int nm,
+              const struct sim_opts *o, int ladder_fits, struct sim_outcome *res, FILE *out);
+
+/* ---- sim_run.c ------------------------------------------------------------------------- */
+
+/* `paycb-sim run`: returns 0 when every expectation held, SIM_EXIT_MISMATCH when one did
+ * not, or a daemon.h exit code. o->keys_dir may be set to its default. */
+int sim_run(struct sim_opts *o);
+
+/* ---- sim_bench.c ----------------------------------------------------------------------- */
+
+/* `paycb-sim dbceiling`: the database's own ceiling for ingest's INSERT or the processor's
+ * transaction, by a plain client. */
+int sim_dbceiling_main(int argc, char **argv);
+/* `paycb-sim drain`: how fast the processors finished a backlog of rows. */
+int sim_drain_main(int argc, char **argv);
+
+/* The report file: key=value lines for tools/bench.sh. */
+int sim_report_kv(const char *path, const char *prefix, const char *key, long long v);
+
+#endif

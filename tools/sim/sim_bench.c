@@ -1,0 +1,449 @@
+/*
+ * sim_bench - the plain-client measurements `make bench` sets beside the pipeline's.
+ *
+ * `dbceiling --shape reserve` runs ingest's reservation, the very INSERT text of
+ * ingest_flow.c with a body of a WeChat notification's size, from C connections at once:
+ * the database's own ceiling for what ingest does per notification. `--shape process` runs
+ * the statements the processor issues for one payment (processor_handle.c, _pay.c,
+ * _outbox.c: the unlocked status look, then in one transaction the row and the order locked
+ * FOR UPDATE, the conditional UPDATE, two outbox INSERTs and the done mark, then the two
+ * sent_at marks after the commit), without Kafka: the ceiling for a processor's work.
+ *
+ * `drain` waits until a backlog of rows is finished and reports how fast the processors
+ * finished it, from the rows' own done_at times, so the polling interval does not enter.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "sim.h"
+
+/* The statements below are copies of the daemons' own; keep them in step. */
+static const char *SQL_RESERVE_PAY =
+    "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, out_trade_no, "
+    "event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "
+    "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND)";
+static const char *SQL_ORDER =
+    "INSERT INTO orders (merchant_id, out_trade_no, amount, currency) VALUES (?, ?, ?, ?)";
+static const char *SQL_PRECHECK = "SELECT status FROM pay_callback_log WHERE id = ?";
+static const char *SQL_LOCK_ROW =
+    "SELECT merchant_id, channel, channel_trade_no, out_trade_no, CAST(amount AS CHAR), "
+    "currency, status, retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), "
+    "23), LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) FROM pay_callback_log "
+    "WHERE id = ? FOR UPDATE";
+static const char *SQL_LOCK_ORDER =
+    "SELECT id, CAST(amount AS CHAR), currency, status, IFNULL(channel, ''), "
+    "IFNULL(channel_trade_no, ''), CAST(refunded_amount AS CHAR) FROM orders WHERE "
+    "merchant_id = ? AND out_trade_no = ? FOR UPDATE";
+static const char *SQL_PAY_ORDER =
+    "UPDATE orders SET status = 'PAID', paid_at = NOW(3), channel = ?, channel_trade_no = ? "
+    "WHERE merchant_id = ? AND out_trade_no = ? AND status = 'PENDING'";
+static const char *SQL_EVENT =
+    "INSERT INTO order_events (event_id, merchant_id, out_trade_no, event_type, payload, "
+    "callback_id) VALUES (?, ?, ?, ?, ?, ?)";
+static const char *SQL_DONE =
+    "UPDATE pay_callback_log SET status = 1, outcome = ?, done_at = NOW(3) WHERE id = ? AND "
+    "status = 0";
+static const char *SQL_SENT =
+    "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND sent_at IS NULL";
+
+struct ceiling {
+	const struct conf *cf;
+	int process;
+	int count, conc, index;
+	char run[24];
+	unsigned long long *rows; /* process: the callback row of each item */
+	struct sim_lat *lat;
+	int failed;
+	char err[256];
+};
+
+static char body[1200];
+
+/* one_reserve - ingest's INSERT for item i of run; *id gets the row id. */
+static enum db_rc
+one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
+{
+	char trade[64];
+
+	snprintf(trade, sizeof(trade), "%s-%d", run, i);
+	struct db_in p[12] = {
+	    DBI_STR("default"),
+	    DBI_STR("wxpay"),
+	    DBI_STR(trade),
+	    DBI_STR(trade),
+	    DBI_STR(trade),
+	    DBI_STR("TRANSACTION.SUCCESS"),
+	    DBI_STR("SUCCESS"),
+	    DBI_STR("88.88"),
+	    DBI_STR("CNY"),
+	    DBI_BIN(body, sizeof(body)),
+	    DBI_STR("0000000000000000000000000000000000000000000000000000000000000000"),
+	    DBI_I64(60)};
+	return db_exec(db, SQL_RESERVE_PAY, p, 12, NULL, id);
+}
+
+/* one_process - the processor's statements for the payment in row id. */
+static enum db_rc
+one_process(struct db *db, unsigned long long id)
+{
+	char s[10][160], o[7][160], payload[600], event_id[300];
+	struct db_in in1[1] = {DBI_I64(id)};
+	struct db_out st[1] = {DBO_I64()};
+	struct db_out row[10], ord[7];
+	unsigned long long n = 0, ev[2] = {0, 0};
+	static const char *const types[2] = {"order.paid.shipment", "order.paid.points"};
+	enum db_rc rc;
+
+	for (int k = 0; k < 10; k++)
+		row[k] = k == 6 || k == 7 ? DBO_I64() : DBO_STR(s[k], sizeof(s[k]));
+	for (int k = 0; k < 7; k++)
+		ord[k] = k == 0 ? DBO_I64() : DBO_STR(o[k], sizeof(o[k]));
+	if ((rc = db_query(db, SQL_PRECHECK, in1, 1, st, 1, NULL, NULL, &n)) != DB_OK ||
+	    (rc = db_begin(db)) != DB_OK ||
+	    (rc = db_query(db, SQL_LOCK_ROW, in1, 1, row, 10, NULL, NULL, &n)) != DB_OK)
+		goto fail;
+	{
+		struct db_in in[2] = {DBI_STR(s[0]), DBI_STR(s[3])};
+		if ((rc = db_query(db, SQL_LOCK_ORDER, in, 2, ord, 7, NULL, NULL, &n)) != DB_OK)
+			goto fail;
+	}
+	{
+		struct db_in in[4] = {DBI_STR(s[1]), DBI_STR(s[2]), DBI_STR(s[0]), DBI_STR(s[3])};
+		if ((rc = db_exec(db, SQL_PAY_ORDER, in, 4, &n, NULL)) != DB_OK)
+			goto fail;
+	}
+	for (int k = 0; k < 2; k++) {
+		snprintf(event_id, sizeof(event_id), "%s|%s|%s", s[0], s[3], types[k]);
+		snprintf(
+		    payload, sizeof(payload),
+		    "{\"v\":1,\"event_id\":\"%s\",\"event_type\":\"%s\",\"merchant_id\":\"%s\","
+		    "\"out_trade_no\":\"%s\",\"amount\":\"%s\",\"currency\":\"%s\","
+		    "\"channel\":\"%s\",\"channel_trade_no\":\"%s\",\"callback_id\":%llu,"
+		    "\"at\":\"%s\"}",
+		    event_id, types[k], s[0], s[3], s[4], s[5], s[1], s[2], id, s[9]);
+		struct db_in in[6] = {DBI_STR(event_id), DBI_STR(s[0]),    DBI_STR(s[3]),
+		                      DBI_STR(types[k]), DBI_STR(payload), DBI_I64(id)};
+		if ((rc = db_exec(db, SQL_EVENT, in, 6, NULL, &ev[k])) != DB_OK)
+			goto fail;
+	}
+	{
+		struct db_in in[2] = {DBI_STR("paid"), DBI_I64(id)};
+		if ((rc = db_exec(db, SQL_DONE, in, 2, &n, NULL)) != DB_OK ||
+		    (rc = db_commit(db)) != DB_OK)
+			goto fail;
+	}
+	for (int k = 0; k < 2; k++) {
+		struct db_in in[1] = {DBI_I64(ev[k])};
+		if ((rc = db_exec(db, SQL_SENT, in, 1, NULL, NULL)) != DB_OK)
+			return rc;
+	}
+	return DB_OK;
+fail:
+	if (!db->broken)
+		db_rollback(db);
+	return rc;
+}
+
+static void *
+ceiling_thread(void *arg)
+{
+	struct ceiling *c = arg;
+	struct db db;
+
+	if (db_open(&db, &c->cf->db) != DB_OK) {
+		snprintf(c->err, sizeof(c->err), "%s", db.last_error);
+		c->failed = c->count;
+		return NULL;
+	}
+	for (int i = c->index; i < c->count; i += c->conc) {
+		long long t0 = sim_now_us();
+		unsigned long long id;
+		enum db_rc rc =
+		    c->process ? one_process(&db, c->rows[i]) : one_reserve(&db, c->run, i, &id);
+
+		if (rc != DB_OK) {
+			c->failed++;
+			snprintf(c->err, sizeof(c->err), "%s", db.last_error);
+			continue;
+		}
+		sim_lat_add(c->lat, sim_now_us() - t0);
+	}
+	db_close(&db);
+	return NULL;
+}
+
+/* prepare_backlog - orders and pending rows for the process shape, untimed. */
+static int
+prepare_backlog(const struct conf *cf, const char *run, int count, unsigned long long *rows,
+                char *err, size_t errlen)
+{
+	struct db db;
+	int rc = -1;
+
+	if (db_open(&db, &cf->db) != DB_OK) {
+		snprintf(err, errlen, "%s", db.last_error);
+		return -1;
+	}
+	for (int i = 0; i < count; i++) {
+		char trade[64];
+
+		snprintf(trade, sizeof(trade), "%s-%d", run, i);
+		struct db_in in[4] = {DBI_STR("default"), DBI_STR(trade), DBI_STR("88.88"),
+		                      DBI_STR("CNY")};
+		if (i % 500 == 0 && db_begin(&db) != DB_OK)
+			goto done;
+		if (db_exec(&db, SQL_ORDER, in, 4, NULL, NULL) != DB_OK ||
+		    one_reserve(&db, run, i, &rows[i]) != DB_OK)
+			goto done;
+		if ((i % 500 == 499 || i == count - 1) && db_commit(&db) != DB_OK)
+			goto done;
+	}
+	rc = 0;
+done:
+	if (rc != 0)
+		snprintf(err, errlen, "preparing the backlog: %s", db.last_error);
+	db_close(&db);
+	return rc;
+}
+
+int
+sim_dbceiling_main(int argc, char **argv)
+{
+	static const struct option lo[] = {{"shape", 1, NULL, 's'}, {"concurrency", 1, NULL, 'C'},
+	                                   {"count", 1, NULL, 'n'}, {"report", 1, NULL, 'r'},
+	                                   {"help", 0, NULL, 'h'},  {NULL, 0, NULL, 0}};
+	const char *conf = getenv("PAYCB_CONF"), *shape = "reserve", *report = NULL;
+	struct ceiling *c = NULL;
+	pthread_t *t = NULL;
+	unsigned long long *rows = NULL;
+	struct cfg_errors errs;
+	struct sim_lat lat;
+	struct conf cf;
+	char err[512], a[32], b[32], d[32];
+	int conc = 8, count = 5000, failed = 0, opt, rc = EXIT_SOFTWARE;
+	long long t0, us, t_run;
+
+	memset(&cf, 0, sizeof(cf));
+	sim_lat_init(&lat);
+	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			conf = optarg;
+			break;
+		case 's':
+			shape = optarg;
+			break;
+		case 'C':
+			conc = atoi(optarg);
+			break;
+		case 'n':
+			count = atoi(optarg);
+			break;
+		case 'r':
+			report = optarg;
+			break;
+		default:
+			fprintf(stderr,
+			        "usage: paycb-sim dbceiling -c CONF [--shape reserve|process] "
+			        "[--concurrency C] [--count N] [--report FILE]\n");
+			rc = opt == 'h' ? 0 : EXIT_USAGE;
+			goto done;
+		}
+	}
+	if (conf == NULL || conc < 1 || conc > 1024 || count < conc ||
+	    (strcmp(shape, "reserve") != 0 && strcmp(shape, "process") != 0)) {
+		fprintf(stderr, "paycb-sim dbceiling: need -c CONF, --shape reserve|process, "
+		                "1 <= concurrency <= count\n");
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	if (conf_load(conf, PROC_SIM, &cf, &errs) != 0) {
+		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", conf, errs.text);
+		rc = EXIT_CONFIG;
+		goto done;
+	}
+	for (size_t i = 0; i < sizeof(body); i++)
+		body[i] = (char)('a' + i % 26);
+	t_run = sim_wall_us();
+	if ((c = calloc((size_t)conc, sizeof(*c))) == NULL ||
+	    (t = calloc((size_t)conc, sizeof(*t))) == NULL ||
+	    (rows = calloc((size_t)count, sizeof(*rows))) == NULL)
+		goto done;
+	for (int i = 0; i < conc; i++) {
+		c[i] = (struct ceiling){.cf = &cf,
+		                        .process = strcmp(shape, "process") == 0,
+		                        .count = count,
+		                        .conc = conc,
+		                        .index = i,
+		                        .rows = rows,
+		                        .lat = &lat};
+		/* One run id for all threads: item i is unique across them. */
+		snprintf(c[i].run, sizeof(c[i].run), "DBC%llx", (unsigned long long)t_run);
+	}
+	if (c[0].process && prepare_backlog(&cf, c[0].run, count, rows, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim dbceiling: %s\n", err);
+		rc = EXIT_UNAVAILABLE;
+		goto done;
+	}
+	t0 = sim_now_us();
+	for (int i = 0; i < conc; i++)
+		if (pthread_create(&t[i], NULL, ceiling_thread, &c[i]) != 0)
+			goto done;
+	for (int i = 0; i < conc; i++) {
+		pthread_join(t[i], NULL);
+		failed += c[i].failed;
+	}
+	us = sim_now_us() - t0;
+	printf("dbceiling %s: %d %s at concurrency %d in %lld ms: %lld/s, p50 %s, p99 %s, "
+	       "p99.9 %s%s%s\n",
+	       shape, count - failed, c[0].process ? "payment transactions" : "INSERTs", conc,
+	       us / 1000, (long long)(count - failed) * 1000000 / (us > 0 ? us : 1),
+	       sim_fmt_us(sim_lat_pct(&lat, 500), a, 32), sim_fmt_us(sim_lat_pct(&lat, 990), b, 32),
+	       sim_fmt_us(sim_lat_pct(&lat, 999), d, 32), failed ? "; failures: " : "",
+	       failed ? c[0].err : "");
+	sim_report_kv(report, NULL, "rate", (long long)(count - failed) * 1000000 / (us ? us : 1));
+	sim_report_kv(report, NULL, "p50_us", sim_lat_pct(&lat, 500));
+	sim_report_kv(report, NULL, "p99_us", sim_lat_pct(&lat, 990));
+	sim_report_kv(report, NULL, "p999_us", sim_lat_pct(&lat, 999));
+	sim_report_kv(report, NULL, "failed", failed);
+	rc = failed ? SIM_EXIT_MISMATCH : 0;
+done:
+	free(c);
+	free(t);
+	free(rows);
+	sim_lat_free(&lat);
+	conf_free(&cf);
+	return rc;
+}
+
+/* ---- drain ----------------------------------------------------------------------------- */
+
+static const char *SQL_MAX_ID = "SELECT IFNULL(MAX(id), 0) FROM pay_callback_log";
+static const char *SQL_DRAINED =
+    "SELECT COUNT(*) FROM pay_callback_log WHERE id > ? AND status <> 0";
+/* The k-th finished row's done_at in microseconds since the epoch. */
+static const char *SQL_NTH_DONE =
+    "SELECT CAST(UNIX_TIMESTAMP(done_at) * 1000000 AS SIGNED) FROM pay_callback_log "
+    "WHERE id > ? AND status <> 0 ORDER BY done_at LIMIT 1 OFFSET ?";
+
+/* nth_done_us - when the k-th (0-based) row of the backlog was finished, or -1. */
+static long long
+nth_done_us(struct db *db, long long after, long long k)
+{
+	struct db_in in[2] = {DBI_I64(after), DBI_I64(k)};
+	struct db_out out[1] = {DBO_I64()};
+	unsigned long long rows = 0;
+
+	if (db_query(db, SQL_NTH_DONE, in, 2, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0)
+		return -1;
+	return out[0].i;
+}
+
+int
+sim_drain_main(int argc, char **argv)
+{
+	static const struct option lo[] = {{"mark", 0, NULL, 'm'},   {"after-id", 1, NULL, 'a'},
+	                                   {"count", 1, NULL, 'n'},  {"wait", 1, NULL, 'w'},
+	                                   {"report", 1, NULL, 'r'}, {NULL, 0, NULL, 0}};
+	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
+	struct db_out out[1] = {DBO_I64()};
+	unsigned long long rows = 0;
+	long long after = -1, count = 0, deadline, t0;
+	struct cfg_errors errs;
+	struct conf cf;
+	struct db db;
+	int mark = 0, wait_s = 120, opt, rc = EXIT_USAGE, up = 0;
+
+	memset(&cf, 0, sizeof(cf));
+	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			conf = optarg;
+			break;
+		case 'm':
+			mark = 1;
+			break;
+		case 'a':
+			after = atoll(optarg);
+			break;
+		case 'n':
+			count = atoll(optarg);
+			break;
+		case 'w':
+			wait_s = atoi(optarg);
+			break;
+		case 'r':
+			report = optarg;
+			break;
+		default:
+			goto usage;
+		}
+	}
+	if (conf == NULL || (!mark && (after < 0 || count < 2)))
+		goto usage;
+	if (conf_load(conf, PROC_SIM, &cf, &errs) != 0) {
+		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", conf, errs.text);
+		rc = EXIT_CONFIG;
+		goto done;
+	}
+	if (db_open(&db, &cf.db) != DB_OK) {
+		fprintf(stderr, "paycb-sim drain: %s\n", db.last_error);
+		rc = EXIT_UNAVAILABLE;
+		goto done;
+	}
+	up = 1;
+	if (mark) {
+		rc =
+		    db_query(&db, SQL_MAX_ID, NULL, 0, out, 1, NULL, NULL, &rows) == DB_OK ? 0 : 69;
+		if (rc == 0)
+			printf("%lld\n", out[0].i);
+		goto done;
+	}
+	t0 = sim_now_us();
+	deadline = t0 + (long long)wait_s * 1000000;
+	for (;;) {
+		struct db_in in[1] = {DBI_I64(after)};
+		struct timespec ts = {0, 100 * 1000000L};
+
+		if (db_query(&db, SQL_DRAINED, in, 1, out, 1, NULL, NULL, &rows) != DB_OK) {
+			fprintf(stderr, "paycb-sim drain: %s\n", db.last_error);
+			rc = EXIT_UNAVAILABLE;
+			goto done;
+		}
+		if (out[0].i >= count || sim_now_us() >= deadline)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	/*
+	 * The rate is taken between the 10th and the 90th percentile of the rows' done_at: the
+	 * consumer group's first rebalances (every processor joins at once) and the last
+	 * partitions' tails stay out of it, and the polling interval never enters.
+	 */
+	{
+		long long n = out[0].i, k10 = n / 10, k90 = n - 1 - n / 10;
+		long long first = nth_done_us(&db, after, 0), last = nth_done_us(&db, after, n - 1);
+		long long t10 = nth_done_us(&db, after, k10), t90 = nth_done_us(&db, after, k90);
+		long long span = last - first, mid = t90 - t10;
+		long long rate = mid > 0 ? (k90 - k10) * 1000000 / mid : 0;
+
+		printf("drain: %lld of %lld rows finished in %lld.%03lld s (first to last); "
+		       "%lld/s between the 10th and 90th percentile\n",
+		       n, count, span / 1000000, span % 1000000 / 1000, rate);
+		sim_report_kv(report, NULL, "drain_rows", n);
+		sim_report_kv(report, NULL, "drain_span_us", span);
+		sim_report_kv(report, NULL, "drain_rate", rate);
+		rc = n >= count && first > 0 ? 0 : SIM_EXIT_MISMATCH;
+	}
+	goto done;
+usage:
+	fprintf(stderr, "usage: paycb-sim drain -c CONF (--mark | --after-id ID --count N) "
+	                "[--wait S] [--report FILE]\n");
+done:
+	if (up)
+		db_close(&db);
+	conf_free(&cf);
+	return rc;
+}

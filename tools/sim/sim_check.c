@@ -1,0 +1,360 @@
+/*
+ * sim_check - what the database must hold after a scenario, case by case.
+ *
+ * With the whole pipeline running:
+ *
+ *   case kind              order           events  refund_requests      callback rows
+ *   paid, duplicates,      PAID, its       2       none                 1 payment row, done
+ *   incident, storm        trade
+ *   paid-twice             PAID, 1st trade 2       1: 2nd trade, amount 2 payment rows, done
+ *   paid-after-close       CLOSED          0       1: its trade, amount 1 payment row, done
+ *   amount-mismatch        PENDING         0       none                 1 payment row, dead,
+ *                                                                       dead letter sent
+ *   refund-partial-full    REFUNDED,       3       none                 1 payment + 2 refund
+ *                          refunded = all                               rows, done
+ *   refund-before-payment  REFUNDED        3       none                 1 payment + 1 refund
+ *                                                                       row, done
+ *   no-order               no row          0       none                 1 payment row: dead
+ *                                                                       with its dead letter
+ *                                                                       if the ladder ends
+ *                                                                       within the wait, else
+ *                                                                       pending or dead
+ *
+ * and every order keeps its amount to the cent. The events of a paid order are
+ * order.paid.shipment and order.paid.points; a refunded one adds order.refunded. With --ingest-only
+ * (no processor) only ingest's part is checked: exactly one row per distinct notification however
+ * many copies came, and orders untouched. Rows are selected by the run id every identifier carries,
+ * one query per table and merchant.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "money.h"
+#include "sim.h"
+
+struct seen {
+	int order;
+	char status[16];
+	int64_t amount, refunded;
+	char trade[128];
+	int events;
+	int rr, rr_match;
+	int pay_rows, pay_done, pay_dead, pay_dlq, pay_mismatch;
+	int ref_rows, ref_done, ref_dead;
+};
+
+struct ctx {
+	const struct sim_plan *p;
+	struct seen *s;
+	size_t runlen;
+	int bad_amounts;
+};
+
+/* case_of - the case an out_trade_no "<run>-<index>" names, or -1. */
+static int
+case_of(const struct ctx *x, const char *order)
+{
+	char *end;
+	long i;
+
+	if (strncmp(order, x->p->run, x->runlen) != 0 || order[x->runlen] != '-')
+		return -1;
+	i = strtol(order + x->runlen + 1, &end, 10);
+	return *end == '\0' && i >= 0 && i < x->p->ncases ? (int)i : -1;
+}
+
+static int64_t
+amount_of(struct ctx *x, const char *s)
+{
+	int64_t v = -1;
+	char err[64];
+
+	if (money_parse_decimal(s, 2, &v, err, sizeof(err)) != 0) {
+		x->bad_amounts++;
+		return -1;
+	}
+	return v;
+}
+
+static int
+on_order(void *arg, struct db_out *o)
+{
+	struct ctx *x = arg;
+	int ci = case_of(x, o[0].buf);
+	struct seen *s;
+
+	if (ci < 0)
+		return 0;
+	s = &x->s[ci];
+	s->order++;
+	snprintf(s->status, sizeof(s->status), "%s", o[1].buf);
+	s->amount = amount_of(x, o[2].buf);
+	s->refunded = amount_of(x, o[3].buf);
+	snprintf(s->trade, sizeof(s->trade), "%s", o[4].buf);
+	return 0;
+}
+
+static int
+on_events(void *arg, struct db_out *o)
+{
+	struct ctx *x = arg;
+	int ci = case_of(x, o[0].buf);
+
+	if (ci >= 0)
+		x->s[ci].events = (int)o[1].i;
+	return 0;
+}
+
+static int
+on_refund_request(void *arg, struct db_out *o)
+{
+	struct ctx *x = arg;
+	int ci = case_of(x, o[0].buf);
+	const struct sim_case *c;
+	const char *want;
+
+	if (ci < 0)
+		return 0;
+	c = &x->p->cases[ci];
+	want = c->kind == K_PAID_TWICE ? c->trade2 : c->trade;
+	x->s[ci].rr++;
+	x->s[ci].rr_match += strcmp(o[1].buf, want) == 0 && amount_of(x, o[2].buf) == c->amount;
+	return 0;
+}
+
+static int
+on_pay_row(void *arg, struct db_out *o)
+{
+	struct ctx *x = arg;
+	int ci = case_of(x, o[0].buf);
+
+	if (ci >= 0) {
+		x->s[ci].pay_rows++;
+		x->s[ci].pay_done += o[1].i == 1;
+		x->s[ci].pay_dead += o[1].i == 2;
+		x->s[ci].pay_dlq += o[1].i == 2 && o[2].i;
+		x->s[ci].pay_mismatch += strcmp(o[3].buf, "amount_mismatch") == 0;
+	}
+	return 0;
+}
+
+static int
+on_refund_row(void *arg, struct db_out *o)
+{
+	struct ctx *x = arg;
+	int ci = case_of(x, o[0].buf);
+
+	if (ci >= 0) {
+		x->s[ci].ref_rows++;
+		x->s[ci].ref_done += o[1].i == 1;
+		x->s[ci].ref_dead += o[1].i == 2;
+	}
+	return 0;
+}
+
+static const char *SQL_ORDERS =
+    "SELECT out_trade_no, CAST(status AS CHAR), CAST(amount AS CHAR), "
+    "CAST(refunded_amount AS CHAR), IFNULL(channel_trade_no, '') FROM orders "
+    "WHERE merchant_id = ? AND out_trade_no LIKE ?";
+static const char *SQL_EVENTS =
+    "SELECT out_trade_no, COUNT(*) FROM order_events WHERE merchant_id = ? AND "
+    "out_trade_no LIKE ? GROUP BY out_trade_no";
+static const char *SQL_REFUND_REQUESTS =
+    "SELECT out_trade_no, channel_trade_no, CAST(amount AS CHAR) FROM refund_requests "
+    "WHERE merchant_id = ? AND out_trade_no LIKE ?";
+/*
+ * A dead row's dead letter is out when the retrier confirmed it (dlq_sent_at) or, for a row
+ * the processor made dead (no dead_reason), because the processor commits such a row only
+ * after its dead letter was delivered (processor_fail.c).
+ */
+static const char *SQL_PAY_ROWS =
+    "SELECT out_trade_no, status, dlq_sent_at IS NOT NULL OR (status = 2 AND dead_reason IS "
+    "NULL AND outcome IN ('amount_mismatch', 'currency_mismatch')), IFNULL(outcome, '') "
+    "FROM pay_callback_log WHERE merchant_id = ? AND out_trade_no LIKE ?";
+static const char *SQL_REFUND_ROWS =
+    "SELECT out_trade_no, status, dlq_sent_at IS NOT NULL FROM refund_callback_log "
+    "WHERE merchant_id = ? AND out_trade_no LIKE ?";
+
+/* load - reads one run's rows of every table for every merchant. */
+static int
+load(struct db *db, struct ctx *x, const struct sim_merchant *m, int nm, int full)
+{
+	char like[40], b[5][160];
+	unsigned long long rows;
+
+	snprintf(like, sizeof(like), "%s-%%", x->p->run);
+	for (int i = 0; i < nm; i++) {
+		struct db_in in[2] = {DBI_STR(m[i].id), DBI_STR(like)};
+		struct db_out o[5] = {DBO_STR(b[0], 160), DBO_STR(b[1], 160), DBO_STR(b[2], 160),
+		                      DBO_STR(b[3], 160), DBO_STR(b[4], 160)};
+		struct db_out e[2] = {DBO_STR(b[0], 160), DBO_I64()};
+		struct db_out r[4] = {DBO_STR(b[0], 160), DBO_I64(), DBO_I64(), DBO_STR(b[1], 160)};
+
+		if (db_query(db, SQL_ORDERS, in, 2, o, 5, on_order, x, &rows) != DB_OK ||
+		    db_query(db, SQL_PAY_ROWS, in, 2, r, 4, on_pay_row, x, &rows) != DB_OK ||
+		    db_query(db, SQL_REFUND_ROWS, in, 2, r, 3, on_refund_row, x, &rows) != DB_OK)
+			return -1;
+		if (!full)
+			continue;
+		if (db_query(db, SQL_EVENTS, in, 2, e, 2, on_events, x, &rows) != DB_OK ||
+		    db_query(db, SQL_REFUND_REQUESTS, in, 2, o, 3, on_refund_request, x, &rows) !=
+		        DB_OK)
+			return -1;
+	}
+	return 0;
+}
+
+/* addf - appends one mismatch description to buf, "; "-separated. */
+static void __attribute__((format(printf, 3, 4))) addf(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	va_list ap;
+
+	if (n + 3 >= len)
+		return;
+	if (n > 0) {
+		memcpy(buf + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - n, fmt, ap);
+	va_end(ap);
+}
+
+/* judge - the mismatches of one case; buf is left empty when it is as expected. */
+static void
+judge(const struct sim_case *c, const struct seen *s, int full, int ladder_fits, char *buf,
+      size_t len)
+{
+	enum sim_kind k = c->kind;
+	int paid = k == K_PAY || k == K_DUP || k == K_INCIDENT || k == K_STORM || k == K_PAID_TWICE;
+	int refunded = k == K_REFUND_PF || k == K_REFUND_FIRST;
+	const char *status = !full                ? (k == K_AFTER_CLOSE ? "CLOSED" : "PENDING")
+	                     : paid               ? "PAID"
+	                     : refunded           ? "REFUNDED"
+	                     : k == K_AFTER_CLOSE ? "CLOSED"
+	                                          : "PENDING";
+	int pay_rows = k == K_PAID_TWICE ? 2 : 1;
+	int ref_rows = k == K_REFUND_PF ? 2 : k == K_REFUND_FIRST ? 1 : 0;
+	long long want_refunded = refunded ? c->amount : 0;
+
+	buf[0] = '\0';
+	if (k == K_NO_ORDER) {
+		if (s->order)
+			addf(buf, len, "an order row exists, expected none");
+	} else if (!s->order) {
+		addf(buf, len, "no order row");
+	} else {
+		if (strcmp(s->status, status) != 0)
+			addf(buf, len, "status %s, expected %s", s->status, status);
+		if (s->amount != c->amount)
+			addf(buf, len, "amount %lld, expected %lld (minor units)",
+			     (long long)s->amount, (long long)c->amount);
+		if (full && s->refunded != want_refunded)
+			addf(buf, len, "refunded_amount %lld, expected %lld (minor units)",
+			     (long long)s->refunded, want_refunded);
+		if (full && (paid || refunded) && strcmp(s->trade, c->trade) != 0)
+			addf(buf, len, "channel_trade_no '%s', expected '%s'", s->trade, c->trade);
+	}
+	if (full) {
+		if (paid && s->events != 2)
+			addf(buf, len, "order_events %d, expected 2", s->events);
+		if (refunded && s->events != 3)
+			addf(buf, len, "order_events %d, expected 3 (shipment, points, refunded)",
+			     s->events);
+		if (!paid && !refunded && s->events != 0)
+			addf(buf, len, "order_events %d, expected 0", s->events);
+		if (k == K_AFTER_CLOSE || k == K_PAID_TWICE) {
+			if (s->rr != 1 || s->rr_match != 1)
+				addf(
+				    buf, len,
+				    "refund_requests %d (%d for trade %s and the amount), expected "
+				    "exactly 1",
+				    s->rr, s->rr_match, k == K_PAID_TWICE ? c->trade2 : c->trade);
+		} else if (s->rr != 0) {
+			addf(buf, len, "refund_requests %d, expected 0", s->rr);
+		}
+	}
+	if (s->pay_rows != pay_rows)
+		addf(buf, len, "pay_callback_log rows %d, expected %d", s->pay_rows, pay_rows);
+	if (s->ref_rows != ref_rows)
+		addf(buf, len, "refund_callback_log rows %d, expected %d", s->ref_rows, ref_rows);
+	if (!full)
+		return;
+	if (k == K_MISMATCH && s->pay_mismatch != 1)
+		addf(buf, len, "payment rows with outcome amount_mismatch %d, expected 1",
+		     s->pay_mismatch);
+	if (k == K_MISMATCH || (k == K_NO_ORDER && ladder_fits)) {
+		if (s->pay_dead != 1 || s->pay_dlq != 1)
+			addf(buf, len, "payment rows dead %d, with dead letter sent %d, expected 1",
+			     s->pay_dead, s->pay_dlq);
+	} else if (k == K_NO_ORDER) {
+		/* The ladder outlasts the wait: pending retry is a right state too. */
+		if (s->pay_done != 0)
+			addf(buf, len, "payment rows done %d, expected 0", s->pay_done);
+	} else if (s->pay_done != pay_rows) {
+		addf(buf, len, "payment rows done %d, expected %d", s->pay_done, pay_rows);
+	}
+	if (s->ref_done != ref_rows)
+		addf(buf, len, "refund rows done %d (dead %d), expected %d", s->ref_done,
+		     s->ref_dead, ref_rows);
+}
+
+int
+sim_check(struct db *db, const struct sim_plan *p, const struct sim_merchant *m, int nm,
+          const struct sim_opts *o, int ladder_fits, struct sim_outcome *res, FILE *out)
+{
+	struct ctx x = {p, calloc((size_t)p->ncases, sizeof(struct seen)), strlen(p->run), 0};
+	int full = !o->ingest_only, rc = -1;
+	char buf[1024];
+
+	memset(res, 0, sizeof(*res));
+	if (x.s == NULL || load(db, &x, m, nm, full) != 0)
+		goto done;
+	for (int i = 0; i < p->ncases; i++) {
+		const struct sim_case *c = &p->cases[i];
+		const struct seen *s = &x.s[i];
+
+		res->paid += s->order && strcmp(s->status, "PAID") == 0;
+		res->closed += s->order && strcmp(s->status, "CLOSED") == 0;
+		res->refunded += s->order && strcmp(s->status, "REFUNDED") == 0;
+		res->pending_orders += s->order && strcmp(s->status, "PENDING") == 0;
+		res->pay_rows += s->pay_rows;
+		res->refund_rows += s->ref_rows;
+		res->rows_dead += s->pay_dead;
+		res->rows_pending += s->pay_rows - s->pay_done - s->pay_dead;
+		res->rows_pending += s->ref_rows - s->ref_done - s->ref_dead;
+		res->rows_dead += s->ref_dead;
+		res->dlq_sent += s->pay_dlq;
+		res->events += s->events;
+		res->refund_requests += s->rr;
+		if (c->kind == K_NO_ORDER) {
+			res->no_order_rows += s->pay_rows;
+			res->no_order_pending += s->pay_rows - s->pay_done - s->pay_dead;
+		}
+		judge(c, s, full, ladder_fits, buf, sizeof(buf));
+		if (buf[0] == '\0') {
+			res->cases_ok++;
+			continue;
+		}
+		if (out != NULL && res->mismatches < o->max_mismatches)
+			fprintf(out, "mismatch: order %s (%s, %s, merchant %s): %s\n", c->order,
+			        sim_kind_name(c->kind), sim_ch_name(c->ch), m[c->merchant].id, buf);
+		res->mismatches++;
+	}
+	if (x.bad_amounts > 0) {
+		if (out != NULL)
+			fprintf(out,
+			        "mismatch: %d amounts in the database are not exact decimals\n",
+			        x.bad_amounts);
+		res->mismatches++;
+	}
+	if (out != NULL && res->mismatches > o->max_mismatches)
+		fprintf(out, "mismatch: ... and %lld more\n", res->mismatches - o->max_mismatches);
+	res->settled = res->rows_pending == res->no_order_pending;
+	rc = 0;
+done:
+	free(x.s);
+	return rc;
+}

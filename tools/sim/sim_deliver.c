@@ -1,0 +1,388 @@
+/*
+ * sim_deliver - the delivery engine: at-least-once pushes on each channel's retry schedule.
+ *
+ * Every delivery chain is pushed until the channel's success answer comes back: WeChat Pay
+ * 200/204, Alipay the body "success", Stripe any 2xx. Anything else (a failure answer, a
+ * 503, a timeout, a refused connection) schedules the next push on the channel's documented
+ * schedule, compressed by --compress channel seconds per real second; after the last step the
+ * channel gives up. A lost acknowledgement is simulated by reading the success answer and
+ * dropping it: the channel never saw it, so it pushes again on its schedule, although ingest
+ * already stored the notification.
+ *
+ * Due chains sit in one min-heap ordered by due time and then by a random tie, so chains due
+ * together go out in random order. --concurrency worker threads each own one keep-alive
+ * connection. Storm copies are different: each has its own thread and connection, opened
+ * beforehand, and all are sent at the same instant; their re-pushes, if any, join the heap.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim.h"
+
+/* The channels' retry delays in seconds after push 1, 2, ... (channel-specs.md). */
+static const int wx_schedule[] = {15,   15,   30,    180,   600,   1200,  1800, 1800,
+                                  1800, 3600, 10800, 10800, 10800, 21600, 21600};
+static const int ali_schedule[] = {240, 600, 600, 3600, 7200, 21600, 54000};
+/* Stripe documents exponential backoff over three days; doubling from five minutes. */
+static const int stripe_schedule[] = {300, 600, 1200, 2400, 4800, 9600, 19200, 38400, 76800, 86400};
+
+#define SIM_STACK (256 * 1024)
+
+struct sim_engine {
+	struct sim_plan *p;
+	const struct sim_merchant *m;
+	const struct sim_opts *o;
+	struct sim_stats *st;
+	char addr[64];
+	int port;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int *heap, nheap;
+	int pending, connected, stop;
+	long long t0;
+	pthread_t *threads;
+	int nworkers, nthreads;
+	int storm_ready, storm_go;
+	int *burst_dels;
+	atomic_int burst_next;
+};
+
+/* ---- the heap ------------------------------------------------------------------------ */
+
+static int
+before(const struct sim_engine *e, int a, int b)
+{
+	const struct sim_delivery *x = &e->p->dels[a], *y = &e->p->dels[b];
+
+	return x->due_us < y->due_us || (x->due_us == y->due_us && x->tie < y->tie);
+}
+
+static void
+heap_push(struct sim_engine *e, int d)
+{
+	int i = e->nheap++;
+
+	e->heap[i] = d;
+	while (i > 0 && before(e, e->heap[i], e->heap[(i - 1) / 2])) {
+		int t = e->heap[i];
+		e->heap[i] = e->heap[(i - 1) / 2];
+		e->heap[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+	e->p->dels[d].state = D_QUEUED;
+}
+
+static int
+heap_pop(struct sim_engine *e)
+{
+	int top = e->heap[0], i = 0;
+
+	e->heap[0] = e->heap[--e->nheap];
+	for (;;) {
+		int l = 2 * i + 1, r = l + 1, s = i, t;
+
+		if (l < e->nheap && before(e, e->heap[l], e->heap[s]))
+			s = l;
+		if (r < e->nheap && before(e, e->heap[r], e->heap[s]))
+			s = r;
+		if (s == i)
+			break;
+		t = e->heap[i];
+		e->heap[i] = e->heap[s];
+		e->heap[s] = t;
+		i = s;
+	}
+	return top;
+}
+
+/* ---- one push ------------------------------------------------------------------------ */
+
+/* next_delay_us - the wait before push attempt+1, or -1 when the channel gives up. */
+static long long
+next_delay_us(const struct sim_engine *e, enum sim_ch ch, int attempt)
+{
+	const int *s = ch == SIM_WX ? wx_schedule : ch == SIM_ALI ? ali_schedule : stripe_schedule;
+	int n = ch == SIM_WX    ? (int)(sizeof(wx_schedule) / sizeof(int))
+	        : ch == SIM_ALI ? (int)(sizeof(ali_schedule) / sizeof(int))
+	                        : (int)(sizeof(stripe_schedule) / sizeof(int));
+
+	if (attempt < 1 || attempt > n)
+		return -1;
+	return (long long)s[attempt - 1] * 1000000LL / e->o->compress;
+}
+
+/* finish - books the answer of one push of d; called with the lock held. */
+static void
+finish(struct sim_engine *e, int di, int ok, long long now)
+{
+	struct sim_delivery *d = &e->p->dels[di];
+	const struct sim_note *n = &e->p->notes[d->note];
+	long long delay;
+
+	d->attempt++;
+	if (ok && !d->answered_ok) {
+		struct sim_case *c = &e->p->cases[n->ccase];
+		long long zero = 0;
+
+		d->answered_ok = 1;
+		if (c->e2e_note == d->note)
+			atomic_compare_exchange_strong(&c->ack_us, &zero, now);
+		/* The chains that wait for this one's success start now. */
+		for (int k = d->first_dep; k >= 0; k = e->p->dels[k].next_dep) {
+			e->p->dels[k].due_us = now + e->p->dels[k].after_us;
+			heap_push(e, k);
+		}
+		pthread_cond_broadcast(&e->cv);
+	}
+	if (ok && d->lost_acks == 0) {
+		d->state = D_DONE;
+		e->pending--;
+		return;
+	}
+	if (ok) {
+		d->lost_acks--;
+		atomic_fetch_add(&e->st->lost, 1);
+	}
+	if ((delay = next_delay_us(e, n->ch, d->attempt)) < 0) {
+		d->state = D_GAVE_UP;
+		e->pending--;
+		atomic_fetch_add(&e->st->gave_up, 1);
+		return;
+	}
+	d->due_us = now + delay;
+	heap_push(e, di);
+	pthread_cond_broadcast(&e->cv);
+}
+
+/* push - sends delivery di once on c and books the answer. */
+static void
+push(struct sim_engine *e, struct sim_conn *c, int di)
+{
+	struct sim_note *n = &e->p->notes[e->p->dels[di].note];
+	const struct sim_merchant *m = &e->m[n->merchant];
+	time_t now = time(NULL);
+	struct sim_blob *b = sim_note_get(m, n, now);
+	char headers[2048];
+	struct sim_answer a;
+	long long t, zero = 0;
+	int ok = 0;
+
+	memset(&a, 0, sizeof(a));
+	if (b == NULL || sim_note_headers(m, n, b, now, headers, sizeof(headers)) != 0) {
+		/* Cannot happen with valid keys; counted as a failed push so it is visible. */
+		atomic_fetch_add(&e->st->errors, 1);
+	} else {
+		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, sim_now_us());
+		sim_http_post(c, n->path, headers, b->body, b->len, e->o->timeout_ms, &a);
+		atomic_fetch_add(&e->st->sent, 1);
+		atomic_fetch_add(
+		    &e->st->status[n->ch][a.status > 0 && a.status < SIM_STATUS_MAX ? a.status : 0],
+		    1);
+		ok = sim_answer_ok(n->ch, &a);
+		if (a.status > 0)
+			sim_lat_add(&e->st->ack, a.us);
+		atomic_fetch_add(a.status == 0 ? &e->st->errors
+		                 : ok          ? &e->st->ok
+		                               : &e->st->failed,
+		                 1);
+	}
+	sim_blob_put(b);
+	t = sim_now_us();
+	if (ok)
+		atomic_store(&e->st->last_ok_us, t);
+	pthread_mutex_lock(&e->mu);
+	finish(e, di, ok, t);
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- threads ------------------------------------------------------------------------- */
+
+static void
+abs_deadline(struct timespec *ts, long long mono_us)
+{
+	ts->tv_sec = (time_t)(mono_us / 1000000);
+	ts->tv_nsec = (long)(mono_us % 1000000) * 1000;
+}
+
+static void *
+worker(void *arg)
+{
+	struct sim_engine *e = arg;
+	struct sim_conn c;
+
+	sim_conn_init(&c, e->addr, e->port);
+	/* Opened before the clock starts, so the first pushes do not pay for it. */
+	sim_conn_open(&c, e->o->timeout_ms);
+	pthread_mutex_lock(&e->mu);
+	e->connected++;
+	pthread_cond_broadcast(&e->cv);
+	while (!e->stop) {
+		long long now = sim_now_us();
+		struct timespec ts;
+
+		if (e->nheap > 0 && e->p->dels[e->heap[0]].due_us <= now && e->t0 > 0) {
+			int di = heap_pop(e);
+
+			e->p->dels[di].state = D_BUSY;
+			pthread_mutex_unlock(&e->mu);
+			push(e, &c, di);
+			pthread_mutex_lock(&e->mu);
+			continue;
+		}
+		if (e->nheap > 0 && e->t0 > 0) {
+			abs_deadline(&ts, e->p->dels[e->heap[0]].due_us);
+			pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+		} else {
+			pthread_cond_wait(&e->cv, &e->mu);
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	sim_conn_close(&c);
+	free(c.buf);
+	return NULL;
+}
+
+/* storm_copy - one storm copy: its own connection, sent with all the others at once. */
+static void *
+storm_copy(void *arg)
+{
+	struct sim_engine *e = arg;
+	int di = e->burst_dels[atomic_fetch_add(&e->burst_next, 1)];
+	struct sim_conn c;
+	struct timespec ts;
+	long long at;
+
+	sim_conn_init(&c, e->addr, e->port);
+	sim_conn_open(&c, e->o->timeout_ms);
+	pthread_mutex_lock(&e->mu);
+	e->storm_ready++;
+	pthread_cond_broadcast(&e->cv);
+	while (!e->storm_go && !e->stop)
+		pthread_cond_wait(&e->cv, &e->mu);
+	at = e->t0 + e->p->dels[di].start_us;
+	pthread_mutex_unlock(&e->mu);
+	/* Every copy waits for the same instant on the monotonic clock, then sends. */
+	abs_deadline(&ts, at);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+	if (!e->stop)
+		push(e, &c, di);
+	sim_conn_close(&c);
+	free(c.buf);
+	return NULL;
+}
+
+int
+sim_engine_start(struct sim_engine **out, struct sim_plan *p, const struct sim_merchant *m,
+                 const struct sim_opts *o, const char *addr, int port, struct sim_stats *st,
+                 char *err, size_t errlen)
+{
+	struct sim_engine *e = calloc(1, sizeof(*e));
+	pthread_attr_t attr;
+	int rc = -1, nb = 0;
+
+	*out = NULL;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, SIM_STACK);
+	if (e == NULL)
+		goto done;
+	e->p = p;
+	e->m = m;
+	e->o = o;
+	e->st = st;
+	e->port = port;
+	snprintf(e->addr, sizeof(e->addr), "%s", addr);
+	pthread_mutex_init(&e->mu, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&e->cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	e->heap = calloc((size_t)p->ndels + 1, sizeof(int));
+	e->burst_dels = calloc((size_t)p->bursts + 1, sizeof(int));
+	e->threads = calloc((size_t)(o->concurrency + p->bursts), sizeof(pthread_t));
+	if (e->heap == NULL || e->burst_dels == NULL || e->threads == NULL)
+		goto done;
+	e->pending = p->ndels;
+	for (int i = 0; i < p->ndels; i++)
+		if (p->dels[i].burst)
+			e->burst_dels[nb++] = i;
+	for (int i = 0; i < o->concurrency; i++, e->nworkers++, e->nthreads++)
+		if (pthread_create(&e->threads[e->nthreads], &attr, worker, e) != 0)
+			goto done;
+	/* The storm threads open their connections and wait for the start, like the workers. */
+	for (int i = 0; i < nb; i++, e->nthreads++)
+		if (pthread_create(&e->threads[e->nthreads], &attr, storm_copy, e) != 0) {
+			snprintf(err, errlen, "cannot start %d storm threads", nb);
+			goto done;
+		}
+	pthread_mutex_lock(&e->mu);
+	while (e->connected < e->nworkers || e->storm_ready < nb)
+		pthread_cond_wait(&e->cv, &e->mu);
+	e->t0 = sim_now_us();
+	e->storm_go = 1;
+	for (int i = 0; i < p->ndels; i++) {
+		struct sim_delivery *d = &p->dels[i];
+
+		d->due_us = e->t0 + d->start_us;
+		if (d->after < 0 && !d->burst)
+			heap_push(e, i);
+	}
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	rc = 0;
+done:
+	pthread_attr_destroy(&attr);
+	if (rc != 0 && e != NULL) {
+		if (err[0] == '\0')
+			snprintf(err, errlen, "cannot start the delivery engine");
+		sim_engine_stop(e);
+		e = NULL;
+	}
+	*out = e;
+	return rc;
+}
+
+int
+sim_engine_pending(struct sim_engine *e)
+{
+	int n;
+
+	pthread_mutex_lock(&e->mu);
+	n = e->pending;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+void
+sim_engine_stop(struct sim_engine *e)
+{
+	if (e == NULL)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stop = 1;
+	if (e->t0 == 0)
+		e->t0 = sim_now_us();
+	pthread_cond_broadcast(&e->cv);
+	pthread_mutex_unlock(&e->mu);
+	for (int i = 0; i < e->nthreads; i++)
+		pthread_join(e->threads[i], NULL);
+	for (int i = 0; i < e->p->ndels; i++) {
+		enum sim_dstate s = e->p->dels[i].state;
+		if (s != D_DONE && s != D_GAVE_UP) {
+			e->p->dels[i].state = D_ABANDONED;
+			atomic_fetch_add(&e->st->abandoned, 1);
+		}
+	}
+	pthread_cond_destroy(&e->cv);
+	pthread_mutex_destroy(&e->mu);
+	free(e->heap);
+	free(e->burst_dels);
+	free(e->threads);
+	free(e);
+}

@@ -1,0 +1,255 @@
+/*
+ * sim_http - the simulator's HTTP/1.1 client: one keep-alive connection per sender, one
+ * request at a time, answers read by Content-Length (or until close).
+ *
+ * The channels keep connections to a merchant open between notifications, and a server
+ * may close an idle one at any moment; a request whose reused connection turns out closed
+ * before any answer byte arrived is sent once more on a fresh connection. That second send
+ * is not a re-push in the channel's sense, and ingest deduplicates it anyway.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+#define SIM_HTTP_BUF 16384
+
+void
+sim_conn_init(struct sim_conn *c, const char *addr, int port)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	c->port = port;
+}
+
+void
+sim_conn_close(struct sim_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+int
+sim_conn_open(struct sim_conn *c, int timeout_ms)
+{
+	struct sockaddr_in sin;
+	struct pollfd p;
+	int one = 1, soerr = 0, rc = -1;
+	socklen_t sl = sizeof(soerr);
+
+	sim_conn_close(c);
+	if (c->buf == NULL && (c->buf = malloc(SIM_HTTP_BUF)) == NULL)
+		return -1;
+	c->cap = SIM_HTTP_BUF;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((unsigned short)c->port);
+	if (inet_pton(AF_INET, c->addr, &sin.sin_addr) != 1)
+		return -1;
+	if ((c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(c->fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+		if (errno != EINPROGRESS)
+			goto done;
+		p = (struct pollfd){c->fd, POLLOUT, 0};
+		if (poll(&p, 1, timeout_ms) != 1 ||
+		    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0)
+			goto done;
+	}
+	rc = 0;
+done:
+	if (rc != 0)
+		sim_conn_close(c);
+	return rc;
+}
+
+/* wait_fd - polls fd for ev until the deadline; 0 when ready. */
+static int
+wait_fd(int fd, short ev, long long deadline_us)
+{
+	long long left = deadline_us - sim_now_us();
+	struct pollfd p = {fd, ev, 0};
+
+	if (left <= 0)
+		return -1;
+	return poll(&p, 1, (int)((left + 999) / 1000)) == 1 ? 0 : -1;
+}
+
+static int
+send_all(int fd, struct iovec *iov, int n, long long deadline_us)
+{
+	struct msghdr mh;
+
+	while (n > 0) {
+		ssize_t k;
+
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = iov;
+		mh.msg_iovlen = (size_t)n;
+		k = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (k < 0) {
+			if ((errno == EAGAIN || errno == EINTR) &&
+			    wait_fd(fd, POLLOUT, deadline_us) == 0)
+				continue;
+			return -1;
+		}
+		while (n > 0 && (size_t)k >= iov->iov_len) {
+			k -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + k;
+			iov->iov_len -= (size_t)k;
+		}
+	}
+	return 0;
+}
+
+/*
+ * read_answer - reads one answer. Returns 0 with a filled, 1 when the connection closed
+ * before the first byte (a stale keep-alive connection), -1 on anything else. *keep says
+ * whether the connection may be reused.
+ */
+static int
+read_answer(struct sim_conn *c, long long deadline_us, struct sim_answer *a, int *keep)
+{
+	size_t got = 0, hlen = 0, want = 0;
+	long long clen = -1;
+	char *end = NULL;
+
+	*keep = 0;
+	for (;;) {
+		ssize_t k;
+
+		if (end == NULL && got > 4) {
+			c->buf[got] = '\0';
+			if ((end = strstr(c->buf, "\r\n\r\n")) != NULL) {
+				const char *cl = strcasestr(c->buf, "\r\ncontent-length:");
+				const char *conn = strcasestr(c->buf, "\r\nconnection:");
+
+				hlen = (size_t)(end - c->buf) + 4;
+				if (strncmp(c->buf, "HTTP/1.", 7) != 0 || got < 12)
+					return -1;
+				a->status = atoi(c->buf + 9);
+				if (cl != NULL && cl < end)
+					clen = strtoll(cl + 17, NULL, 10);
+				*keep = clen >= 0 && c->buf[7] == '1' &&
+				        !(conn != NULL && conn < end &&
+				          strncasecmp(conn + 13 + strspn(conn + 13, " "), "close",
+				                      5) == 0);
+				/* 204 and 304 have no body whatever the headers say. */
+				if (a->status == 204 || a->status == 304)
+					clen = 0;
+				want = clen >= 0 ? hlen + (size_t)clen : 0;
+			}
+		}
+		if (end != NULL && clen >= 0 && got >= want)
+			break;
+		if (got >= c->cap - 1)
+			return -1;
+		k = recv(c->fd, c->buf + got, c->cap - 1 - got, 0);
+		if (k == 0) {
+			if (got == 0)
+				return 1;
+			if (end != NULL && clen < 0)
+				break; /* the body ends with the connection */
+			return -1;
+		}
+		if (k < 0) {
+			if ((errno == EAGAIN || errno == EINTR) &&
+			    wait_fd(c->fd, POLLIN, deadline_us) == 0)
+				continue;
+			return got == 0 && errno == ECONNRESET ? 1 : -1;
+		}
+		got += (size_t)k;
+	}
+	a->body_len = got - hlen;
+	if (a->body_len >= sizeof(a->body))
+		a->body_len = sizeof(a->body) - 1;
+	memcpy(a->body, c->buf + hlen, a->body_len);
+	a->body[a->body_len] = '\0';
+	return 0;
+}
+
+int
+sim_http_post(struct sim_conn *c, const char *path, const char *headers, const void *body,
+              size_t len, int timeout_ms, struct sim_answer *a)
+{
+	char head[2048];
+	int n, keep = 0;
+
+	memset(a, 0, sizeof(*a));
+	n = snprintf(head, sizeof(head),
+	             "POST %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: paycb-sim\r\n"
+	             "Accept: */*\r\nContent-Length: %zu\r\n%s\r\n",
+	             path, c->addr, c->port, len, headers ? headers : "");
+	if (n < 0 || (size_t)n >= sizeof(head))
+		return -1;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		long long t0 = sim_now_us(), deadline = t0 + (long long)timeout_ms * 1000;
+		int reused = c->fd >= 0, r;
+		struct iovec iov[2] = {{head, (size_t)n}, {(void *)body, len}};
+
+		if (!reused && sim_conn_open(c, timeout_ms) != 0)
+			break;
+		if (send_all(c->fd, iov, 2, deadline) != 0) {
+			sim_conn_close(c);
+			if (reused)
+				continue;
+			break;
+		}
+		r = read_answer(c, deadline, a, &keep);
+		a->us = sim_now_us() - t0;
+		if (r == 0) {
+			if (!keep)
+				sim_conn_close(c);
+			return 0;
+		}
+		sim_conn_close(c);
+		if (r == 1 && reused)
+			continue;
+		break;
+	}
+	a->status = 0;
+	return -1;
+}
+
+int
+sim_http_get(const char *addr, int port, const char *path, int timeout_ms, struct sim_answer *a)
+{
+	struct sim_conn c;
+	char req[512];
+	int n, keep, rc = -1;
+	long long deadline = sim_now_us() + (long long)timeout_ms * 1000;
+
+	memset(a, 0, sizeof(*a));
+	sim_conn_init(&c, addr, port);
+	n = snprintf(req, sizeof(req),
+	             "GET %s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n", path, addr,
+	             port);
+	if (sim_conn_open(&c, timeout_ms) != 0)
+		goto done;
+	{
+		struct iovec iov[1] = {{req, (size_t)n}};
+		if (send_all(c.fd, iov, 1, deadline) != 0)
+			goto done;
+	}
+	rc = read_answer(&c, deadline, a, &keep) == 0 ? 0 : -1;
+done:
+	sim_conn_close(&c);
+	free(c.buf);
+	return rc;
+}

@@ -1,0 +1,242 @@
+/*
+ * sim_keys - generates the keys of one merchant's three channels, as the channels' consoles
+ * hand them out.
+ *
+ * WeChat Pay: an RSA platform key with a self-signed platform certificate (ingest selects
+ * it by the certificate's serial, which WeChat sends as Wechatpay-Serial), a second RSA key
+ * published as a "WeChat Pay public key" with its PUB_KEY_ID_ (the newer scheme), and the
+ * 32-byte APIv3 key that encrypts resources. Alipay: an RSA key pair ("Alipay public key").
+ * Stripe: two endpoint secrets, as while a secret is being rolled.
+ *
+ * The private keys stay with the simulator (0600); the certificate and the public keys go to
+ * paycb's configuration. The APIv3 key and the Stripe secrets are shared by both sides by
+ * nature, so paycb's configuration names their files, which are 0600 too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509.h>
+
+#include "sim.h"
+
+/* Platform certificates are valid for five years, as WeChat's are. */
+#define SIM_CERT_DAYS (5 * 365)
+
+/* mkdirs - creates path and its parents with mode (existing directories are fine). */
+static int
+mkdirs(const char *path, mode_t mode)
+{
+	char buf[SIM_PATH];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* write_file - writes len bytes to path with exactly mode, whatever the umask. */
+static int
+write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	int rc = -1;
+
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, mode) != 0 || write(fd, data, len) != (ssize_t)len)
+		goto done;
+	rc = 0;
+done:
+	if (close(fd) != 0)
+		rc = -1;
+	return rc;
+}
+
+/* write_bio - writes what a PEM writer put into a memory BIO; frees the BIO. */
+static int
+write_bio(const char *path, BIO *bio, int ok, mode_t mode)
+{
+	char *data;
+	long n;
+	int rc = -1;
+
+	if (bio != NULL && ok && (n = BIO_get_mem_data(bio, &data)) > 0)
+		rc = write_file(path, data, (size_t)n, mode);
+	BIO_free(bio);
+	return rc;
+}
+
+static int
+write_privkey(const char *path, EVP_PKEY *key)
+{
+	BIO *bio = BIO_new(BIO_s_mem());
+
+	return write_bio(path, bio,
+	                 bio != NULL &&
+	                     PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) == 1,
+	                 0600);
+}
+
+static int
+write_pubkey(const char *path, EVP_PKEY *key)
+{
+	BIO *bio = BIO_new(BIO_s_mem());
+
+	return write_bio(path, bio, bio != NULL && PEM_write_bio_PUBKEY(bio, key) == 1, 0644);
+}
+
+/*
+ * self_signed - a platform certificate for key with a random 20-byte serial whose first
+ * byte is non-zero (so its hex has no leading zero to normalise) and positive.
+ */
+static X509 *
+self_signed(EVP_PKEY *key)
+{
+	unsigned char raw[20];
+	ASN1_INTEGER *serial = NULL;
+	BIGNUM *bn = NULL;
+	X509_NAME *name;
+	X509 *x = NULL;
+	int ok = 0;
+
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		goto done;
+	raw[0] = (unsigned char)((raw[0] & 0x7f) | 0x10);
+	if ((x = X509_new()) == NULL || (bn = BN_bin2bn(raw, sizeof(raw), NULL)) == NULL ||
+	    (serial = BN_to_ASN1_INTEGER(bn, NULL)) == NULL)
+		goto done;
+	if (X509_set_version(x, 2) != 1 || X509_set_serialNumber(x, serial) != 1 ||
+	    X509_gmtime_adj(X509_getm_notBefore(x), -3600) == NULL ||
+	    X509_time_adj_ex(X509_getm_notAfter(x), SIM_CERT_DAYS, 0, NULL) == NULL ||
+	    X509_set_pubkey(x, key) != 1)
+		goto done;
+	name = X509_get_subject_name(x);
+	if (X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"paycb-sim",
+	                               -1, -1, 0) != 1 ||
+	    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+	                               (const unsigned char *)"WeChat Pay platform (simulated)", -1,
+	                               -1, 0) != 1 ||
+	    X509_set_issuer_name(x, name) != 1 || X509_sign(x, key, EVP_sha256()) == 0)
+		goto done;
+	ok = 1;
+done:
+	ASN1_INTEGER_free(serial);
+	BN_free(bn);
+	if (!ok) {
+		X509_free(x);
+		x = NULL;
+	}
+	return x;
+}
+
+/* random_text - n random characters of alphabet, NUL-terminated. */
+static int
+random_text(char *out, size_t n, const char *alphabet)
+{
+	unsigned char raw[128];
+	size_t k = strlen(alphabet);
+
+	if (n > sizeof(raw) || RAND_bytes(raw, (int)n) != 1)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		out[i] = alphabet[raw[i] % k];
+	out[n] = '\0';
+	OPENSSL_cleanse(raw, sizeof(raw));
+	return 0;
+}
+
+static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+int
+sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, char *err,
+              size_t errlen)
+{
+	char mdir[SIM_PATH], path[SIM_PATH + 32], secret[64], digits[40];
+	EVP_PKEY *wx = NULL, *wxpub = NULL, *ali = NULL;
+	const char *what = "directory";
+	BIO *bio = NULL;
+	X509 *cert = NULL;
+	int rc = -1;
+
+	memset(f, 0, sizeof(*f));
+	errno = 0;
+	snprintf(f->id, sizeof(f->id), "%s", id);
+	if ((size_t)snprintf(mdir, sizeof(mdir), "%s/%s", dir, id) >= sizeof(mdir) - 40 ||
+	    mkdirs(dir, 0700) != 0 || mkdirs(mdir, 0700) != 0 || chmod(mdir, 0700) != 0)
+		goto done;
+	/* Merchant numbers look like the channels' own: a 10-digit mchid, a 16-digit app_id. */
+	snprintf(f->mchid, sizeof(f->mchid), "19%08d", 1000 + index);
+	snprintf(f->app_id, sizeof(f->app_id), "20210%011d", 1 + index);
+
+	what = "WeChat Pay platform key";
+	if ((wx = EVP_RSA_gen(2048)) == NULL || (cert = self_signed(wx)) == NULL)
+		goto done;
+	snprintf(path, sizeof(path), "%s/%s", mdir, SIM_WX_CERT_KEY);
+	if (write_privkey(path, wx) != 0)
+		goto done;
+	snprintf(f->wx_cert, sizeof(f->wx_cert), "%s/wx_platform_cert.pem", mdir);
+	bio = BIO_new(BIO_s_mem());
+	if (write_bio(f->wx_cert, bio, bio != NULL && PEM_write_bio_X509(bio, cert) == 1, 0644) !=
+	    0)
+		goto done;
+
+	what = "WeChat Pay public key";
+	if ((wxpub = EVP_RSA_gen(2048)) == NULL || random_text(digits, 32, "0123456789") != 0)
+		goto done;
+	snprintf(f->wx_pubkey_id, sizeof(f->wx_pubkey_id), "PUB_KEY_ID_01%s", digits);
+	snprintf(path, sizeof(path), "%s/%s", mdir, SIM_WX_PUB_KEY);
+	snprintf(f->wx_pub, sizeof(f->wx_pub), "%s/wx_pubkey.pem", mdir);
+	if (write_privkey(path, wxpub) != 0 || write_pubkey(f->wx_pub, wxpub) != 0)
+		goto done;
+
+	what = "WeChat Pay APIv3 key";
+	snprintf(f->apiv3, sizeof(f->apiv3), "%s/wx_apiv3_key", mdir);
+	if (random_text(secret, 32, alnum) != 0 || write_file(f->apiv3, secret, 32, 0600) != 0)
+		goto done;
+
+	what = "Alipay key pair";
+	snprintf(path, sizeof(path), "%s/%s", mdir, SIM_ALI_KEY);
+	snprintf(f->ali_pub, sizeof(f->ali_pub), "%s/alipay_public.pem", mdir);
+	if ((ali = EVP_RSA_gen(2048)) == NULL || write_privkey(path, ali) != 0 ||
+	    write_pubkey(f->ali_pub, ali) != 0)
+		goto done;
+
+	what = "Stripe endpoint secret";
+	for (int i = 0; i < 2; i++) {
+		memcpy(secret, "whsec_", 6);
+		snprintf(f->stripe[i], sizeof(f->stripe[i]), "%s/stripe_whsec_%d", mdir, i + 1);
+		if (random_text(secret + 6, 32, alnum) != 0 ||
+		    write_file(f->stripe[i], secret, 38, 0600) != 0)
+			goto done;
+	}
+	rc = 0;
+done:
+	if (rc != 0)
+		snprintf(err, errlen, "%s for merchant %s under %s: %s", what, id, dir,
+		         errno ? strerror(errno) : "OpenSSL failure");
+	OPENSSL_cleanse(secret, sizeof(secret));
+	X509_free(cert);
+	EVP_PKEY_free(wx);
+	EVP_PKEY_free(wxpub);
+	EVP_PKEY_free(ali);
+	ERR_clear_error();
+	return rc;
+}

@@ -1,0 +1,234 @@
+/*
+ * sim_orders - the merchant's side of the database: creating orders as an order service
+ * does (PENDING, an exact DECIMAL amount and a currency), closing the ones a user abandons,
+ * and watching orders turn PAID to time acknowledgement -> PAID.
+ *
+ * The poller reads only the window of order ids whose payment was acknowledged and that it
+ * has not yet seen PAID, by primary key, every SIM_POLL_MS: its resolution bounds the
+ * end-to-end figures from above by that much (see docs/simulator.md).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "money.h"
+#include "sim.h"
+
+#define SIM_ORDER_BATCH 500
+#define SIM_POLL_MS     10
+
+static const char *SQL_ORDER =
+    "INSERT INTO orders (merchant_id, out_trade_no, amount, currency) VALUES (?, ?, ?, ?)";
+static const char *SQL_CLOSE =
+    "UPDATE orders SET status = 'CLOSED' WHERE id = ? AND status = 'PENDING'";
+static const char *SQL_PAID_WINDOW =
+    "SELECT id FROM orders WHERE id BETWEEN ? AND ? AND status = 'PAID'";
+
+int
+sim_orders_create(struct db *db, struct sim_plan *p, const struct sim_merchant *m, char *err,
+                  size_t errlen)
+{
+	int in_tx = 0, rc = -1;
+	enum db_rc r = DB_OK;
+
+	for (int i = 0; i < p->ncases; i++) {
+		struct sim_case *c = &p->cases[i];
+		char amount[32];
+		unsigned long long id = 0;
+
+		if (c->kind == K_NO_ORDER)
+			continue;
+		if (!in_tx) {
+			if ((r = db_begin(db)) != DB_OK)
+				goto done;
+			in_tx = 1;
+		}
+		if (money_format(c->amount, 2, amount, sizeof(amount)) != 0)
+			goto done;
+		struct db_in in[4] = {DBI_STR(m[c->merchant].id), DBI_STR(c->order),
+		                      DBI_STR(amount), DBI_STR(c->currency)};
+		if ((r = db_exec(db, SQL_ORDER, in, 4, NULL, &id)) != DB_OK)
+			goto done;
+		c->order_id = id;
+		if (i % SIM_ORDER_BATCH == SIM_ORDER_BATCH - 1) {
+			if ((r = db_commit(db)) != DB_OK)
+				goto done;
+			in_tx = 0;
+		}
+	}
+	if (in_tx && (r = db_commit(db)) != DB_OK)
+		goto done;
+	in_tx = 0;
+	/* The user walked away: the order service closes the order before any payment. */
+	for (int i = 0; i < p->ncases; i++) {
+		struct db_in in[1] = {DBI_I64(p->cases[i].order_id)};
+
+		if (p->cases[i].kind == K_AFTER_CLOSE &&
+		    (r = db_exec(db, SQL_CLOSE, in, 1, NULL, NULL)) != DB_OK)
+			goto done;
+	}
+	rc = 0;
+done:
+	if (rc != 0) {
+		snprintf(err, errlen, "creating orders: %s",
+		         r != DB_OK ? db->last_error : "cannot format an amount");
+		if (in_tx)
+			db_rollback(db);
+	}
+	return rc;
+}
+
+/* ---- the poller ---------------------------------------------------------------------- */
+
+struct sim_poller {
+	struct db db;
+	struct sim_plan *p;
+	struct sim_stats *st;
+	unsigned long long *ids; /* order ids of the timed cases, ascending */
+	int *cases;
+	int n;
+	atomic_int stop;
+	pthread_t thread;
+};
+
+static int
+find_case(const struct sim_poller *pl, unsigned long long id)
+{
+	int lo = 0, hi = pl->n - 1;
+
+	while (lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (pl->ids[mid] == id)
+			return pl->cases[mid];
+		if (pl->ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+static int
+on_paid(void *arg, struct db_out *out)
+{
+	struct sim_poller *pl = arg;
+	int ci = find_case(pl, (unsigned long long)out[0].i);
+	struct sim_case *c;
+	long long ack, now = sim_now_us();
+
+	if (ci < 0)
+		return 0;
+	c = &pl->p->cases[ci];
+	if (c->paid_us == 0 && (ack = atomic_load(&c->ack_us)) != 0) {
+		c->paid_us = now;
+		sim_lat_add(&pl->st->e2e, now - ack);
+		atomic_fetch_add(&pl->st->paid_seen, 1);
+	}
+	return 0;
+}
+
+static void *
+poller(void *arg)
+{
+	struct sim_poller *pl = arg;
+
+	while (!atomic_load(&pl->stop)) {
+		unsigned long long lo = 0, hi = 0, rows = 0;
+		struct db_out out[1] = {DBO_I64()};
+
+		/* The window: acknowledged, not yet seen PAID. */
+		for (int k = 0; k < pl->n; k++) {
+			const struct sim_case *c = &pl->p->cases[pl->cases[k]];
+
+			if (c->paid_us != 0 || atomic_load(&c->ack_us) == 0)
+				continue;
+			if (lo == 0)
+				lo = pl->ids[k];
+			hi = pl->ids[k];
+		}
+		if (lo != 0) {
+			struct db_in in[2] = {DBI_I64(lo), DBI_I64(hi)};
+
+			/* A failed poll is retried on the next tick; db reconnects by itself. */
+			db_query(&pl->db, SQL_PAID_WINDOW, in, 2, out, 1, on_paid, pl, &rows);
+		}
+		struct timespec ts = {0, SIM_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int
+cmp_pair(const void *a, const void *b)
+{
+	const unsigned long long *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+int
+sim_poller_start(struct sim_poller **out, const struct conf_db *cf, struct sim_plan *p,
+                 struct sim_stats *st, char *err, size_t errlen)
+{
+	struct sim_poller *pl = calloc(1, sizeof(*pl));
+	unsigned long long *pairs = NULL;
+	int rc = -1, n = 0;
+
+	*out = NULL;
+	if (pl == NULL || (pairs = calloc((size_t)p->ncases * 2 + 2, sizeof(*pairs))) == NULL ||
+	    (pl->ids = calloc((size_t)p->ncases + 1, sizeof(*pl->ids))) == NULL ||
+	    (pl->cases = calloc((size_t)p->ncases + 1, sizeof(int))) == NULL)
+		goto done;
+	for (int i = 0; i < p->ncases; i++) {
+		if (!p->cases[i].measure_e2e || p->cases[i].order_id == 0)
+			continue;
+		pairs[2 * n] = p->cases[i].order_id;
+		pairs[2 * n + 1] = (unsigned long long)i;
+		n++;
+	}
+	qsort(pairs, (size_t)n, 2 * sizeof(*pairs), cmp_pair);
+	for (int k = 0; k < n; k++) {
+		pl->ids[k] = pairs[2 * k];
+		pl->cases[k] = (int)pairs[2 * k + 1];
+	}
+	pl->n = n;
+	pl->p = p;
+	pl->st = st;
+	st->paid_expected = n;
+	if (db_open(&pl->db, cf) != DB_OK) {
+		snprintf(err, errlen, "poller: %s", pl->db.last_error);
+		goto done;
+	}
+	if (pthread_create(&pl->thread, NULL, poller, pl) != 0) {
+		db_close(&pl->db);
+		goto done;
+	}
+	rc = 0;
+done:
+	free(pairs);
+	if (rc != 0) {
+		if (pl != NULL) {
+			free(pl->ids);
+			free(pl->cases);
+			free(pl);
+		}
+		if (err[0] == '\0')
+			snprintf(err, errlen, "cannot start the poller");
+		return -1;
+	}
+	*out = pl;
+	return 0;
+}
+
+void
+sim_poller_stop(struct sim_poller *pl)
+{
+	if (pl == NULL)
+		return;
+	atomic_store(&pl->stop, 1);
+	pthread_join(pl->thread, NULL);
+	db_close(&pl->db);
+	free(pl->ids);
+	free(pl->cases);
+	free(pl);
+}

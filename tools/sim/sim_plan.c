@@ -1,0 +1,424 @@
+/*
+ * sim_plan - the scenarios: which orders exist, which notifications the channels send for
+ * them, and when each delivery chain starts.
+ *
+ * A case is one order's story (paid once, paid twice, paid after close, refunded in part and
+ * then in full, ...). Its notifications are delivery chains: a chain starts at an offset from
+ * the start, or a while after another chain was first answered success (a refund follows its
+ * payment; in refund-before-payment the payment follows the refund). Chains that start
+ * together are taken in random order, so deliveries arrive out of order.
+ *
+ * Every identifier carries the run id, so runs never collide in a database that outlives
+ * them and every check can select one run's rows by prefix. All randomness comes from the
+ * seed: the same seed gives the same cases, amounts and timings.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+/* Delays between dependent chains (real time, not channel time). */
+#define SIM_GAP_US          (200 * 1000)
+#define SIM_REFUND_FIRST_US (1000 * 1000)
+/* The incident: three pushes over 40 channel minutes. */
+#define SIM_INCIDENT_S 2400
+/* Duplicates arrive up to 2 s after the original. */
+#define SIM_DUP_WINDOW_US (2 * 1000 * 1000)
+
+const char *const sim_scenarios[] = {"incident",
+                                     "storm",
+                                     "paid-after-close",
+                                     "paid-twice",
+                                     "amount-mismatch",
+                                     "refund-partial-full",
+                                     "refund-before-payment",
+                                     "no-order",
+                                     "duplicates",
+                                     "mixed",
+                                     "load",
+                                     NULL};
+
+static const enum sim_kind scenario_kind[] = {K_INCIDENT,     K_STORM,    K_AFTER_CLOSE,
+                                              K_PAID_TWICE,   K_MISMATCH, K_REFUND_PF,
+                                              K_REFUND_FIRST, K_NO_ORDER, K_DUP};
+
+/* mixed: the share of each kind in permille; one storm comes on top. */
+static const int mixed_permille[K_NKINDS] = {
+    [K_PAY] = 690,        [K_DUP] = 120,         [K_INCIDENT] = 20,
+    [K_AFTER_CLOSE] = 25, [K_PAID_TWICE] = 25,   [K_MISMATCH] = 20,
+    [K_REFUND_PF] = 50,   [K_REFUND_FIRST] = 25, [K_NO_ORDER] = 25,
+};
+
+const char *
+sim_kind_name(enum sim_kind k)
+{
+	static const char *const n[K_NKINDS] = {"paid",
+	                                        "duplicates",
+	                                        "incident",
+	                                        "storm",
+	                                        "paid-after-close",
+	                                        "paid-twice",
+	                                        "amount-mismatch",
+	                                        "refund-partial-full",
+	                                        "refund-before-payment",
+	                                        "no-order"};
+
+	return (unsigned)k < K_NKINDS ? n[k] : "unknown";
+}
+
+/* run_id - 8 base-36 characters from the clock and the pid. */
+static void
+run_id(char *out, size_t len)
+{
+	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+	uint64_t v = (uint64_t)(sim_wall_us() / 1000) * 1000 + (uint64_t)(getpid() % 1000);
+	char tmp[16];
+	int n = 0;
+
+	while (n < 8) {
+		tmp[n++] = digits[v % 36];
+		v /= 36;
+	}
+	for (int i = 0; i < n && (size_t)i < len - 1; i++)
+		out[i] = tmp[n - 1 - i];
+	out[n < (int)len ? n : (int)len - 1] = '\0';
+}
+
+static int
+grow(void **arr, int *cap, int need, size_t elem)
+{
+	void *p;
+	int ncap;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 1024;
+	while (ncap < need)
+		ncap *= 2;
+	if ((p = realloc(*arr, (size_t)ncap * elem)) == NULL)
+		return -1;
+	memset((char *)p + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+static void
+note_path(struct sim_note *n, const struct sim_merchant *m)
+{
+	if (strcmp(m->id, "default") == 0)
+		snprintf(n->path, sizeof(n->path), "/pay/callback/%s", sim_ch_name(n->ch));
+	else
+		snprintf(n->path, sizeof(n->path), "/pay/callback/%s/%s", sim_ch_name(n->ch),
+		         m->id);
+}
+
+/* trade_no - a channel trade number in that channel's style, unique per run and case. */
+static void
+trade_no(char *buf, size_t len, enum sim_ch ch, const char *run, int i, int second)
+{
+	static const char *const prefix[SIM_NCH] = {"4200", "2026", "pi_"};
+
+	snprintf(buf, len, "%s%s%06d%s", prefix[ch], run, i, second ? "b" : "");
+}
+
+/* add_note - a notification of case c; returns its index or -1. */
+static int
+add_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch ch,
+         const char *trade, int refund, int seq, uint64_t *rng)
+{
+	struct sim_case *c = &p->cases[ci];
+	struct sim_note *n;
+
+	if (grow((void **)&p->notes, &p->notes_cap, p->nnotes + 1, sizeof(*n)) != 0)
+		return -1;
+	n = &p->notes[p->nnotes];
+	n->ccase = ci;
+	n->merchant = c->merchant;
+	n->ch = ch;
+	n->refund = refund;
+	n->seq = seq;
+	memcpy(n->currency, c->currency, 4);
+	snprintf(n->order, sizeof(n->order), "%s", c->order);
+	snprintf(n->trade, sizeof(n->trade), "%s", trade);
+	snprintf(n->charge, sizeof(n->charge), "ch_%s", trade + 3);
+	n->amount = c->amount;
+	n->total = c->amount;
+	/* WeChat Pay signs with either of its keys while merchants migrate; Stripe sends two
+	 * signatures while a secret is rolled. */
+	n->wx_pubkey = (int)sim_rand_below(rng, 2);
+	n->stripe_both = (int)sim_rand_below(rng, 2);
+	if (refund) {
+		snprintf(n->refund_no, sizeof(n->refund_no), "R%s-%d", c->order, seq);
+		if (ch == SIM_STRIPE)
+			snprintf(n->refund_id, sizeof(n->refund_id), "re_%s_%d", trade + 3, seq);
+		else
+			snprintf(n->refund_id, sizeof(n->refund_id), "5030%s%d", trade + 4, seq);
+	}
+	note_path(n, &m[c->merchant]);
+	return p->nnotes++;
+}
+
+/* add_del - a delivery chain of note; returns its index or -1. */
+static int
+add_del(struct sim_plan *p, int note, long long start_us, int after, long long after_us,
+        int lost_acks, int burst, uint64_t *rng)
+{
+	struct sim_delivery *d;
+
+	if (note < 0 || grow((void **)&p->dels, &p->dels_cap, p->ndels + 1, sizeof(*d)) != 0)
+		return -1;
+	d = &p->dels[p->ndels];
+	d->note = note;
+	d->start_us = start_us;
+	d->after = after;
+	d->after_us = after_us;
+	d->lost_acks = lost_acks;
+	d->burst = burst;
+	d->first_dep = -1;
+	d->next_dep = -1;
+	d->tie = sim_rand(rng);
+	if (after >= 0) {
+		d->next_dep = p->dels[after].first_dep;
+		p->dels[after].first_dep = p->ndels;
+	}
+	p->bursts += burst;
+	return p->ndels++;
+}
+
+/* second_channel - where the second payment of paid-twice comes from: the other CNY
+ * channel for WeChat Pay and Alipay orders, Stripe again for Stripe (USD) orders. */
+static enum sim_ch
+second_channel(const struct sim_merchant *m, enum sim_ch ch)
+{
+	if (ch == SIM_WX && m->has[SIM_ALI])
+		return SIM_ALI;
+	if (ch == SIM_ALI && m->has[SIM_WX])
+		return SIM_WX;
+	return ch;
+}
+
+/* plan_case - the notifications and chains of case ci, starting at s. */
+static int
+plan_case(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opts *o, int ci,
+          long long s, uint64_t *rng)
+{
+	struct sim_case *c = &p->cases[ci];
+	int lost = sim_rand_below(rng, 1000) < (uint64_t)o->lost_permille;
+	int pay, pay2, r1, r2, d, rc = -1;
+
+	switch (c->kind) {
+	case K_PAY:
+	case K_AFTER_CLOSE:
+	case K_NO_ORDER:
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		rc = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		c->e2e_note = pay;
+		break;
+	case K_MISMATCH:
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		if (pay >= 0)
+			p->notes[pay].amount = c->amount > 1 ? c->amount - 1 : c->amount + 1;
+		rc = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		break;
+	case K_DUP: {
+		int copies = 1 + (int)sim_rand_below(rng, 3);
+
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		rc = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		c->e2e_note = pay;
+		/* Half the first copies race the original; the rest come later. */
+		for (int k = 0; k < copies && rc >= 0; k++) {
+			long long off = k == 0 && sim_rand_below(rng, 2)
+			                    ? 0
+			                    : (long long)sim_rand_below(rng, SIM_DUP_WINDOW_US);
+			rc = add_del(p, pay, s + off, -1, 0, 0, 0, rng);
+		}
+		break;
+	}
+	case K_INCIDENT:
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		c->e2e_note = pay;
+		rc = add_del(p, pay, s, -1, 0, 0, 0, rng);
+		if (rc >= 0)
+			rc = add_del(p, pay, s + p->window_us / 2, -1, 0, 0, 0, rng);
+		if (rc >= 0)
+			rc = add_del(p, pay, s + p->window_us, -1, 0, 0, 0, rng);
+		break;
+	case K_STORM:
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		c->e2e_note = pay;
+		rc = 0;
+		for (int k = 0; k < o->copies && rc >= 0; k++)
+			rc = add_del(p, pay, s, -1, 0, 0, 1, rng);
+		break;
+	case K_PAID_TWICE:
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		pay2 = add_note(p, m, ci, c->ch2, c->trade2, 0, 1, rng);
+		c->e2e_note = pay;
+		d = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		rc = d < 0 ? -1 : add_del(p, pay2, 0, d, SIM_GAP_US, 0, 0, rng);
+		break;
+	case K_REFUND_PF:
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		r1 = add_note(p, m, ci, c->ch, c->trade, 1, 1, rng);
+		r2 = add_note(p, m, ci, c->ch, c->trade, 1, 2, rng);
+		if (pay < 0 || r1 < 0 || r2 < 0)
+			break;
+		/* A third, then the rest; Stripe reports them as refunds or as charge totals. */
+		p->notes[r1].amount = c->amount / 3 > 0 ? c->amount / 3 : 1;
+		p->notes[r1].cumulative = p->notes[r1].amount;
+		p->notes[r2].amount = c->amount - p->notes[r1].amount;
+		p->notes[r2].cumulative = c->amount;
+		p->notes[r2].full = 1;
+		p->notes[r1].stripe_cumulative = p->notes[r2].stripe_cumulative = ci % 2;
+		d = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		d = d < 0 ? -1 : add_del(p, r1, 0, d, SIM_GAP_US, 0, 0, rng);
+		rc = d < 0 ? -1 : add_del(p, r2, 0, d, SIM_GAP_US, 0, 0, rng);
+		break;
+	case K_REFUND_FIRST:
+		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		r1 = add_note(p, m, ci, c->ch, c->trade, 1, 1, rng);
+		if (pay < 0 || r1 < 0)
+			break;
+		p->notes[r1].cumulative = c->amount;
+		p->notes[r1].full = 1;
+		p->notes[r1].stripe_cumulative = ci % 2;
+		d = add_del(p, r1, s, -1, 0, 0, 0, rng);
+		rc = d < 0 ? -1 : add_del(p, pay, 0, d, SIM_REFUND_FIRST_US, 0, 0, rng);
+		break;
+	default:
+		break;
+	}
+	return rc < 0 ? -1 : 0;
+}
+
+/* pick_channel - a channel the merchant has, at random. */
+static enum sim_ch
+pick_channel(const struct sim_merchant *m, uint64_t *rng)
+{
+	enum sim_ch avail[SIM_NCH];
+	int n = 0;
+
+	for (int c = 0; c < SIM_NCH; c++)
+		if (m->has[c])
+			avail[n++] = (enum sim_ch)c;
+	return avail[sim_rand_below(rng, (uint64_t)n)];
+}
+
+/* kinds_for - the kind of every case of the scenario, shuffled. */
+static int
+kinds_for(const char *scenario, int n, enum sim_kind *out, uint64_t *rng)
+{
+	int k = 0;
+
+	if (strcmp(scenario, "mixed") == 0) {
+		/* One storm, then exact shares of the rest, so expectations are exact counts. */
+		out[k++] = K_STORM;
+		for (int kind = K_DUP; kind < K_NKINDS; kind++)
+			for (int i = 0; i < (n - 1) * mixed_permille[kind] / 1000 && k < n; i++)
+				out[k++] = (enum sim_kind)kind;
+		while (k < n)
+			out[k++] = K_PAY;
+		for (int i = n - 1; i > 1; i--) {
+			int j = 1 + (int)sim_rand_below(rng, (uint64_t)i);
+			enum sim_kind t = out[i];
+			out[i] = out[j];
+			out[j] = t;
+		}
+		return 0;
+	}
+	if (strcmp(scenario, "load") == 0) {
+		for (int i = 0; i < n; i++)
+			out[i] = K_PAY;
+		return 0;
+	}
+	for (int s = 0; sim_scenarios[s] != NULL; s++) {
+		if (strcmp(scenario, sim_scenarios[s]) != 0 ||
+		    s >= (int)(sizeof(scenario_kind) / sizeof(scenario_kind[0])))
+			continue;
+		for (int i = 0; i < n; i++)
+			out[i] = scenario_kind[s];
+		return 0;
+	}
+	return -1;
+}
+
+int
+sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const struct sim_opts *o,
+               char *err, size_t errlen)
+{
+	uint64_t rng = o->seed ? o->seed : 1;
+	int n = strcmp(o->scenario, "storm") == 0 ? 1 : o->orders;
+	enum sim_kind *kinds = NULL;
+	int rc = -1;
+
+	memset(p, 0, sizeof(*p));
+	run_id(p->run, sizeof(p->run));
+	p->window_us = SIM_INCIDENT_S * 1000000LL / o->compress;
+	if (n < 1 || (kinds = calloc((size_t)n, sizeof(*kinds))) == NULL ||
+	    (p->cases = calloc((size_t)n, sizeof(*p->cases))) == NULL) {
+		snprintf(err, errlen, "cannot plan %d orders", n);
+		goto done;
+	}
+	if (kinds_for(o->scenario, n, kinds, &rng) != 0) {
+		snprintf(err, errlen, "unknown scenario '%s'", o->scenario);
+		goto done;
+	}
+	p->ncases = n;
+	for (int i = 0; i < n; i++) {
+		struct sim_case *c = &p->cases[i];
+		const struct sim_merchant *mm;
+		long long s = o->rate > 0 ? (long long)i * 1000000LL / o->rate : 0;
+
+		c->kind = kinds[i];
+		c->merchant = (int)sim_rand_below(&rng, (uint64_t)nm);
+		mm = &m[c->merchant];
+		c->ch = pick_channel(mm, &rng);
+		c->ch2 = second_channel(mm, c->ch);
+		c->e2e_note = -1;
+		snprintf(c->order, sizeof(c->order), "%s-%06d", p->run, i);
+		snprintf(c->currency, sizeof(c->currency), "%s",
+		         c->ch == SIM_STRIPE ? "USD" : "CNY");
+		/* 1.00 to 999.99; refunds in part need at least two minor units. */
+		c->amount = 100 + (int64_t)sim_rand_below(&rng, 99900);
+		trade_no(c->trade, sizeof(c->trade), c->ch, p->run, i, 0);
+		trade_no(c->trade2, sizeof(c->trade2), c->ch2, p->run, i, 1);
+		c->measure_e2e = c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
+		                 c->kind == K_STORM || c->kind == K_PAID_TWICE;
+		atomic_init(&c->ack_us, 0);
+		/* The storm of a mixed run comes half a second in, amid the other traffic. */
+		if (c->kind == K_STORM && n > 1)
+			s = 500 * 1000;
+		if (plan_case(p, m, o, i, s, &rng) != 0) {
+			snprintf(err, errlen, "out of memory planning case %d", i);
+			goto done;
+		}
+	}
+	/* The notes no longer move: their locks can be set up now. */
+	for (int i = 0; i < p->nnotes; i++)
+		pthread_mutex_init(&p->notes[i].mu, NULL);
+	p->ready = 1;
+	rc = 0;
+done:
+	free(kinds);
+	if (rc != 0)
+		sim_plan_free(p);
+	return rc;
+}
+
+void
+sim_plan_free(struct sim_plan *p)
+{
+	for (int i = 0; i < p->nnotes; i++) {
+		sim_blob_put(p->notes[i].blob);
+		if (p->ready)
+			pthread_mutex_destroy(&p->notes[i].mu);
+	}
+	free(p->notes);
+	free(p->dels);
+	free(p->cases);
+	memset(p, 0, sizeof(*p));
+}

@@ -1,0 +1,410 @@
+/*
+ * sim_run - `paycb-sim run`: one scenario from orders to the checked outcome.
+ *
+ * 1. Load the configuration and the merchants' private keys; plan the scenario.
+ * 2. Create the orders as the merchant's order service would.
+ * 3. Sign every notification (in parallel, before the clock starts, so signing does not
+ *    compete with ingest for the CPU while latencies are measured).
+ * 4. Deliver: the engine pushes every chain until acknowledged, the poller times ack -> PAID,
+ *    and a progress line is printed every second.
+ * 5. Settle: check the database every half second until every case is as expected or
+ *    --wait runs out, then print the report and every mismatch. Exit 0 only when all held.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "sim.h"
+
+#define SIM_CHECK_EVERY_MS 500
+
+struct signer {
+	struct sim_plan *p;
+	const struct sim_merchant *m;
+	int from, step, failed;
+};
+
+static void *
+sign_some(void *arg)
+{
+	struct signer *s = arg;
+	time_t now = time(NULL);
+
+	for (int i = s->from; i < s->p->nnotes; i += s->step)
+		if (sim_note_sign(&s->m[s->p->notes[i].merchant], &s->p->notes[i], now) != 0)
+			s->failed++;
+	return NULL;
+}
+
+/* presign - signs every notification on every CPU; returns the number that failed. */
+static int
+presign(struct sim_plan *p, const struct sim_merchant *m)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = n > 0 && n < 64 ? (int)n : 2, failed = 0;
+	struct signer s[64];
+	pthread_t t[64];
+	int started[64];
+
+	for (int i = 0; i < threads; i++) {
+		s[i] = (struct signer){p, m, i, threads, 0};
+		started[i] = pthread_create(&t[i], NULL, sign_some, &s[i]) == 0;
+		if (!started[i])
+			sign_some(&s[i]);
+	}
+	for (int i = 0; i < threads; i++) {
+		if (started[i])
+			pthread_join(t[i], NULL);
+		failed += s[i].failed;
+	}
+	return failed;
+}
+
+/* ladder_budget_s - how long the retry ladder takes to make a row dead, roughly: every
+ * step's delay plus a sweep per step, plus slack for processing. */
+static long long
+ladder_budget_s(const struct conf *cf)
+{
+	long long s = 5;
+
+	for (int i = 0; i < cf->retry.ladder_s.n; i++)
+		s += cf->retry.ladder_s.v[i] + cf->retrier.sweep_interval_s;
+	return s + 2 * cf->retrier.sweep_interval_s;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void
+progress(const struct sim_stats *st, long long t0, int pending)
+{
+	fprintf(stderr,
+	        "[%4llds] sent %lld  acked %lld  lost-acks %lld  failed %lld  no-answer %lld  "
+	        "chains-open %d  paid %d/%d\n",
+	        (sim_now_us() - t0) / 1000000, (long long)st->sent, (long long)st->ok,
+	        (long long)st->lost, (long long)st->failed, (long long)st->errors, pending,
+	        (int)st->paid_seen, st->paid_expected);
+}
+
+/* expected - what the plan says the outcome table must show. */
+struct expected {
+	long long paid, closed, refunded, pending, rr, dead, rows, copies;
+};
+
+static void
+expect(const struct sim_plan *p, int ladder_fits, int full, struct expected *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->rows = p->nnotes;
+	x->copies = p->ndels;
+	for (int i = 0; i < p->ncases; i++) {
+		enum sim_kind k = p->cases[i].kind;
+
+		if (!full) {
+			x->closed += k == K_AFTER_CLOSE;
+			x->pending += k != K_AFTER_CLOSE && k != K_NO_ORDER;
+			continue;
+		}
+		x->paid += k == K_PAY || k == K_DUP || k == K_INCIDENT || k == K_STORM ||
+		           k == K_PAID_TWICE;
+		x->closed += k == K_AFTER_CLOSE;
+		x->refunded += k == K_REFUND_PF || k == K_REFUND_FIRST;
+		x->pending += k == K_MISMATCH;
+		x->rr += k == K_AFTER_CLOSE || k == K_PAID_TWICE;
+		x->dead += k == K_MISMATCH || (k == K_NO_ORDER && ladder_fits);
+	}
+}
+
+static void
+row(const char *name, long long found, long long want, const char *note)
+{
+	if (want < 0)
+		printf("  %-38s %10lld %10s  %s\n", name, found, "-", note ? note : "");
+	else
+		printf("  %-38s %10lld %10lld  %s\n", name, found, want,
+		       note            ? note
+		       : found == want ? ""
+		                       : "<-");
+}
+
+static void
+lat_line(const char *name, struct sim_lat *l)
+{
+	char a[32], b[32], c[32], d[32];
+
+	printf("  %-22s %10s %10s %10s %10s %8zu\n", name, sim_fmt_us(sim_lat_pct(l, 500), a, 32),
+	       sim_fmt_us(sim_lat_pct(l, 990), b, 32), sim_fmt_us(sim_lat_pct(l, 999), c, 32),
+	       sim_fmt_us(sim_lat_pct(l, 1000), d, 32), l->n);
+}
+
+static void
+report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
+       const struct sim_outcome *r, const struct expected *x, int ladder_fits, long long ladder_s,
+       long long elapsed_us)
+{
+	long long dur = st->last_ok_us - st->first_send_us, ok = st->ok;
+	long long rate = dur > 0 ? ok * 1000000 / dur : 0;
+	const char *kv = o->report;
+
+	printf("\nanswers by channel and HTTP status:\n");
+	for (int ch = 0; ch < SIM_NCH; ch++) {
+		int any = 0;
+
+		for (int s = 0; s < SIM_STATUS_MAX; s++) {
+			long long v = st->status[ch][s];
+
+			if (v == 0)
+				continue;
+			if (!any)
+				printf("  %-7s", sim_ch_name((enum sim_ch)ch));
+			if (s == 0)
+				printf(" no-answer=%lld", v);
+			else
+				printf(" %d=%lld", s, v);
+			any = 1;
+		}
+		if (any)
+			printf("\n");
+	}
+	printf("  pushes %lld: acknowledged %lld, acknowledgements dropped (lost) %lld, "
+	       "failure answers %lld, no answer %lld, chains given up %lld, abandoned %lld\n",
+	       (long long)st->sent, ok, (long long)st->lost, (long long)st->failed,
+	       (long long)st->errors, (long long)st->gave_up, (long long)st->abandoned);
+	printf("  throughput %lld acknowledged/s over %lld.%03lld s\n", rate, dur / 1000000,
+	       dur % 1000000 / 1000);
+	printf("\nlatency                       p50        p99      p99.9        max  samples\n");
+	lat_line("acknowledgement", &st->ack);
+	if (!o->ingest_only)
+		lat_line("ack -> order PAID", &st->e2e);
+	printf("\noutcome in the database                   found   expected\n");
+	if (!o->ingest_only)
+		row("orders PAID", r->paid, x->paid, NULL);
+	row("orders CLOSED", r->closed, x->closed, NULL);
+	if (!o->ingest_only)
+		row("orders REFUNDED", r->refunded, x->refunded, NULL);
+	row("orders still PENDING", r->pending_orders, x->pending, NULL);
+	row("callback rows (one per notification)", r->pay_rows + r->refund_rows, x->rows, NULL);
+	row("copies pushed (deliveries)", x->copies, -1, NULL);
+	row("duplicates absorbed (ok answers - rows)", ok - r->pay_rows - r->refund_rows, -1, NULL);
+	if (!o->ingest_only) {
+		row("order_events", r->events, -1, "2 per paid order");
+		row("refund_requests", r->refund_requests, x->rr, NULL);
+		row("dead letters (dead rows, DLQ sent)", r->dlq_sent, x->dead, NULL);
+		row("no-order rows pending retry", r->no_order_pending, ladder_fits ? 0 : -1,
+		    ladder_fits ? NULL : "the ladder outlasts --wait");
+	}
+	printf("  (retry ladder ends after about %lld s: no-order rows %s)\n", ladder_s,
+	       ladder_fits ? "must be dead within the wait" : "may still be pending retry");
+	printf("\nresult: %s: %lld of %d cases as expected in %lld.%lld s\n",
+	       r->mismatches == 0 ? "OK" : "MISMATCH", r->cases_ok, p->ncases, elapsed_us / 1000000,
+	       elapsed_us % 1000000 / 100000);
+
+	sim_report_kv(kv, NULL, "sent", st->sent);
+	sim_report_kv(kv, NULL, "ok", ok);
+	sim_report_kv(kv, NULL, "lost", st->lost);
+	sim_report_kv(kv, NULL, "failed", st->failed);
+	sim_report_kv(kv, NULL, "no_answer", st->errors);
+	sim_report_kv(kv, NULL, "ack_rate", rate);
+	sim_report_kv(kv, NULL, "ack_p50_us", sim_lat_pct(&st->ack, 500));
+	sim_report_kv(kv, NULL, "ack_p99_us", sim_lat_pct(&st->ack, 990));
+	sim_report_kv(kv, NULL, "ack_p999_us", sim_lat_pct(&st->ack, 999));
+	sim_report_kv(kv, NULL, "ack_max_us", sim_lat_pct(&st->ack, 1000));
+	sim_report_kv(kv, NULL, "e2e_p50_us", sim_lat_pct(&st->e2e, 500));
+	sim_report_kv(kv, NULL, "e2e_p99_us", sim_lat_pct(&st->e2e, 990));
+	sim_report_kv(kv, NULL, "e2e_p999_us", sim_lat_pct(&st->e2e, 999));
+	sim_report_kv(kv, NULL, "e2e_samples", (long long)st->e2e.n);
+	sim_report_kv(kv, NULL, "mismatches", r->mismatches);
+	sim_report_kv(kv, NULL, "elapsed_us", elapsed_us);
+	{
+		struct rusage ru;
+
+		/* The simulator's own CPU time, for the bench's table per component. */
+		if (getrusage(RUSAGE_SELF, &ru) == 0)
+			sim_report_kv(kv, NULL, "cpu_ms",
+			              (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+			                  (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000);
+	}
+}
+
+/* ingest_listening - whether something accepts connections on the ingest port. */
+static int
+ingest_listening(const char *addr, int port)
+{
+	struct sim_conn c;
+	int rc;
+
+	sim_conn_init(&c, addr, port);
+	rc = sim_conn_open(&c, 2000);
+	sim_conn_close(&c);
+	free(c.buf);
+	return rc == 0;
+}
+
+int
+sim_run(struct sim_opts *o)
+{
+	struct sim_merchant *m = NULL;
+	struct sim_engine *eng = NULL;
+	struct sim_poller *pl = NULL;
+	struct sim_plan plan;
+	struct sim_stats st;
+	struct sim_outcome res;
+	struct cfg_errors errs;
+	struct expected x;
+	struct conf cf;
+	struct db db;
+	struct rlimit rl;
+	char err[2048], keys[SIM_PATH], tmp[SIM_PATH];
+	long long t0, deadline, ladder_s;
+	int nm = 0, rc = EXIT_SOFTWARE, db_up = 0, ladder_fits, checked = 0;
+
+	err[0] = '\0';
+	memset(&plan, 0, sizeof(plan));
+	memset(&res, 0, sizeof(res));
+	sim_stats_init(&st);
+	if (conf_load(o->conf, PROC_SIM, &cf, &errs) != 0) {
+		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", o->conf, errs.text);
+		rc = EXIT_CONFIG;
+		goto done;
+	}
+	/* Storms hold a connection per copy. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	snprintf(tmp, sizeof(tmp), "%s", o->conf);
+	snprintf(keys, sizeof(keys), "%s/keys", dirname(tmp));
+	if (o->keys_dir == NULL)
+		o->keys_dir = keys;
+	if (sim_merchants_load(&cf, o->keys_dir, &m, &nm, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim: keys in %s: %s\n", o->keys_dir, err);
+		rc = EXIT_CONFIG;
+		goto done;
+	}
+	if (sim_plan_build(&plan, m, nm, o, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim: %s\n", err);
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	ladder_s = ladder_budget_s(&cf);
+	ladder_fits = ladder_s <= o->wait_s;
+	printf("paycb-sim run %s: scenario %s, %d orders, %d notifications, %d deliveries, "
+	       "%d merchants, seed %llu, concurrency %d, channel time compressed %lldx\n",
+	       plan.run, o->scenario, plan.ncases, plan.nnotes, plan.ndels, nm,
+	       (unsigned long long)o->seed, o->concurrency, o->compress);
+	fflush(stdout);
+	if (!ingest_listening(cf.ingest.listen_addr, (int)cf.ingest.listen_port)) {
+		fprintf(stderr,
+		        "paycb-sim: nothing listens on %s:%lld (is paycb-ingest running?)\n",
+		        cf.ingest.listen_addr, cf.ingest.listen_port);
+		rc = EXIT_UNAVAILABLE;
+		goto done;
+	}
+	if (db_open(&db, &cf.db) != DB_OK) {
+		fprintf(stderr, "paycb-sim: database: %s\n", db.last_error);
+		rc = EXIT_UNAVAILABLE;
+		goto done;
+	}
+	db_up = 1;
+	t0 = sim_now_us();
+	if (sim_orders_create(&db, &plan, m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim: %s\n", err);
+		rc = EXIT_UNAVAILABLE;
+		goto done;
+	}
+	fprintf(stderr, "paycb-sim: %d orders created in %lld ms\n", plan.ncases,
+	        (sim_now_us() - t0) / 1000);
+	t0 = sim_now_us();
+	if (presign(&plan, m) != 0) {
+		fprintf(stderr, "paycb-sim: signing failed\n");
+		goto done;
+	}
+	fprintf(stderr, "paycb-sim: %d notifications signed in %lld ms\n", plan.nnotes,
+	        (sim_now_us() - t0) / 1000);
+	if (!o->ingest_only && sim_poller_start(&pl, &cf.db, &plan, &st, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim: %s\n", err);
+		rc = EXIT_UNAVAILABLE;
+		goto done;
+	}
+	t0 = sim_now_us();
+	deadline = t0 + (long long)o->wait_s * 1000000;
+	if (sim_engine_start(&eng, &plan, m, o, cf.ingest.listen_addr, (int)cf.ingest.listen_port,
+	                     &st, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim: %s\n", err);
+		goto done;
+	}
+	/* Deliveries first, then the database settles; both within --wait. */
+	for (long long next = t0 + 1000000;
+	     sim_engine_pending(eng) > 0 && sim_now_us() < deadline;) {
+		sleep_ms(50);
+		if (o->progress && sim_now_us() >= next) {
+			progress(&st, t0, sim_engine_pending(eng));
+			next += 1000000;
+		}
+	}
+	for (long long next = 0, printed = -1;;) {
+		long long now = sim_now_us();
+
+		if (now >= next) {
+			if (sim_check(&db, &plan, m, nm, o, ladder_fits, &res, NULL) != 0) {
+				fprintf(stderr, "paycb-sim: checking: %s\n", db.last_error);
+				rc = EXIT_UNAVAILABLE;
+				goto done;
+			}
+			checked = 1;
+			if (res.mismatches == 0 || now >= deadline)
+				break;
+			if (o->progress && (now - t0) / 1000000 != printed) {
+				printed = (now - t0) / 1000000;
+				fprintf(stderr,
+				        "[%4llds] settling: %lld of %d cases as expected, %lld "
+				        "rows pending\n",
+				        (now - t0) / 1000000, res.cases_ok, plan.ncases,
+				        res.rows_pending);
+			}
+			next = now + SIM_CHECK_EVERY_MS * 1000;
+		}
+		sleep_ms(50);
+	}
+	if (o->progress)
+		progress(&st, t0, sim_engine_pending(eng));
+	sim_poller_stop(pl);
+	pl = NULL;
+	sim_engine_stop(eng);
+	eng = NULL;
+	/* The final check prints every mismatch. */
+	if (res.mismatches > 0)
+		sim_check(&db, &plan, m, nm, o, ladder_fits, &res, stdout);
+	if (st.gave_up > 0 || st.abandoned > 0) {
+		printf("mismatch: %lld delivery chains were never acknowledged (%lld given up by "
+		       "the channel's schedule, %lld still open at the end of --wait)\n",
+		       (long long)(st.gave_up + st.abandoned), (long long)st.gave_up,
+		       (long long)st.abandoned);
+		res.mismatches++;
+	}
+	expect(&plan, ladder_fits, !o->ingest_only, &x);
+	report(o, &plan, &st, &res, &x, ladder_fits, ladder_s, sim_now_us() - t0);
+	rc = checked && res.mismatches == 0 ? 0 : SIM_EXIT_MISMATCH;
+done:
+	sim_poller_stop(pl);
+	sim_engine_stop(eng);
+	if (db_up)
+		db_close(&db);
+	sim_plan_free(&plan);
+	sim_merchants_free(m, nm);
+	sim_stats_free(&st);
+	conf_free(&cf);
+	fflush(stdout);
+	return rc;
+}
