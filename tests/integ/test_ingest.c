@@ -399,7 +399,7 @@ unreachable_broker_still_stores_and_acknowledges_within_budget(void **state)
 	int save = port;
 
 	(void)state;
-	/* Nothing listens on dead_port + 1: the producer cannot reach any broker. */
+	/* Nothing listens on a fresh free port: the producer cannot reach any broker. */
 	snprintf(brokers, sizeof(brokers), "127.0.0.1:%d", httpc_free_port());
 	snprintf(conf, sizeof(conf), "%s/dead.conf", K.dir);
 	snprintf(log, sizeof(log), "%s/ingest-dead.log", K.dir);
