@@ -223,17 +223,15 @@ kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t kle
 	return kq_send(p, topic, key, klen, val, vlen, NULL, err, errlen);
 }
 
-int
-kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_t klen,
-		const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen)
+struct kq_wait *
+kq_produce_start(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+		 const void *val, size_t vlen, char *err, size_t errlen)
 {
 	struct kq_wait *w;
-	struct timespec dl;
-	int rc;
 
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return NULL;
 	}
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
@@ -241,30 +239,62 @@ kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_
 	if (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0) {
 		w->refs = 1;
 		kq_wait_unref(w);
-		return -1;
+		return NULL;
 	}
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
+	return w;
+}
+
+void
+kq_deadline(struct timespec *dl, int timeout_ms)
+{
+	clock_gettime(CLOCK_REALTIME, dl);
+	dl->tv_sec += timeout_ms / 1000;
+	dl->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl->tv_nsec >= 1000000000L) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000L;
 	}
+}
+
+int
+kq_wait_end(struct kq_wait *w, const struct timespec *dl, char *err, size_t errlen)
+{
+	int rc;
+
 	pthread_mutex_lock(&w->mu);
 	while (!w->done)
-		if (pthread_cond_timedwait(&w->cv, &w->mu, &dl) == ETIMEDOUT)
+		if (pthread_cond_timedwait(&w->cv, &w->mu, dl) == ETIMEDOUT)
 			break;
 	if (!w->done) {
 		rc = -2;
-		snprintf(err, errlen, "no delivery report within %d ms", timeout_ms);
+		snprintf(err, errlen, "no delivery report by the deadline");
 	} else if (w->err) {
 		rc = -1;
-		snprintf(err, errlen, "delivery to %s failed: %s", topic, rd_kafka_err2str(w->err));
+		snprintf(err, errlen, "delivery failed: %s", rd_kafka_err2str(w->err));
 	} else {
 		rc = 0;
 	}
 	pthread_mutex_unlock(&w->mu);
 	kq_wait_unref(w);
+	return rc;
+}
+
+int
+kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+		const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen)
+{
+	struct kq_wait *w;
+	struct timespec dl;
+	char e[200];
+	int rc;
+
+	if ((w = kq_produce_start(p, topic, key, klen, val, vlen, err, errlen)) == NULL)
+		return -1;
+	kq_deadline(&dl, timeout_ms);
+	if ((rc = kq_wait_end(w, &dl, e, sizeof(e))) == -2)
+		snprintf(err, errlen, "no delivery report within %d ms", timeout_ms);
+	else if (rc != 0)
+		snprintf(err, errlen, "delivery to %s failed: %s", topic, e);
 	return rc;
 }
 

@@ -12,7 +12,8 @@
  *   processor_handle.c   one message: pre-check, route to pay or refund, log, store offset
  *   processor_pay.c      the payment transaction
  *   processor_refund.c   the refund transaction
- *   processor_outbox.c   order_events rows (in the transaction) and their relay (after it)
+ *   processor_outbox.c   order_events rows, written in the transaction
+ *   processor_relay.c    the relay thread: publishes committed events, marks them sent
  *   processor_fail.c     recording a retryable failure, dead rows, alerts, dead letters
  */
 #ifndef PAYCB_PROCESSOR_H
@@ -38,6 +39,7 @@
 #define PROC_PUBLISH_WAIT_MS 10000
 
 struct proc;
+struct proc_relay;
 
 /*
  * A partition this worker paused: its next message (offset) is redelivered once due_ms
@@ -71,6 +73,7 @@ struct proc {
 	char topic_events[PROC_TOPIC_MAX];
 	int nworkers;
 	struct proc_worker *workers;
+	struct proc_relay *relay;
 	atomic_int stop;
 	atomic_int exit_code; /* first worker's reason to stop the process, 0 = none */
 };
@@ -184,6 +187,12 @@ enum db_rc proc_outbox_add(struct proc_worker *w, const struct proc_row *row,
 			   const char *trade_no, struct proc_result *r);
 enum db_rc proc_order_lock(struct proc_worker *w, const struct proc_row *row,
 			   struct proc_order *o, unsigned long long *found);
+
+/* processor_relay.c */
+int proc_relay_start(struct proc *p);
+/* Relays what is queued, then stops the thread. */
+void proc_relay_stop(struct proc *p);
+/* Queues the committed events of r for the relay; waits while the queue is full. */
 void proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r);
 
 /* processor_fail.c */

@@ -7,7 +7,8 @@
  * The workers do all the work; the daemon loop only watches for a worker's request to stop
  * the process (a database outage longer than processor.db_outage_max_s, a fatal producer
  * error). drain stops the workers (each finishes its in-flight message and closes its
- * consumer), then flushes the producer.
+ * consumer), then the outbox relay (it publishes what the workers queued), then flushes the
+ * producer.
  */
 #include "processor.h"
 
@@ -44,6 +45,7 @@ proc_free(struct proc *p)
 		free(w->holds);
 	}
 	free(p->workers);
+	proc_relay_stop(p);
 	kq_producer_free(p->prod);
 	free(p);
 }
@@ -111,6 +113,10 @@ proc_init(const struct conf *cf, void **state)
 		rc = EXIT_CONFIG;
 		goto fail;
 	}
+	if (proc_relay_start(p) != 0) {
+		rc = EXIT_CONFIG;
+		goto fail;
+	}
 	p->nworkers = (int)cf->processor.threads;
 	if ((p->workers = calloc((size_t)p->nworkers, sizeof(*p->workers))) == NULL)
 		goto fail;
@@ -168,6 +174,8 @@ proc_drain(void *state)
 	for (int i = 0; i < p->nworkers; i++)
 		if (p->workers[i].started)
 			pthread_join(p->workers[i].thread, NULL);
+	/* The workers queued their last events; the relay publishes them before it stops. */
+	proc_relay_stop(p);
 	/* Outbox rows whose events are still queued are not lost: the retrier sweeps them. */
 	if ((left = kq_flush(p->prod, 10000)) > 0) {
 		log_warn(NULL, "event=drain_undelivered messages=%d", left);

@@ -1,7 +1,7 @@
 /*
  * processor_outbox - the transactional outbox: business effects are order_events rows
  * written in the same transaction as the order's state change, and relayed to
- * <prefix>.order-events after the commit.
+ * <prefix>.order-events after the commit by the relay thread (processor_relay.c).
  *
  * Each event has a stable id, "<merchant_id>|<out_trade_no>|<event_type>", which downstream
  * consumers deduplicate on: a crash between the commit and the relay leaves the row unsent
@@ -80,37 +80,4 @@ proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *e
 	ev->id = id;
 	r->nevents++;
 	return DB_OK;
-}
-
-/*
- * proc_outbox_relay - publishes the committed events of r and marks them sent. A failure
- * leaves the row unsent for the retrier's sweep; it never fails the callback, whose effect
- * is committed.
- */
-void
-proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r)
-{
-	char key[200], err[256];
-
-	snprintf(key, sizeof(key), "%s|%s", r->merchant, r->order);
-	for (int i = 0; i < r->nevents; i++) {
-		struct proc_event *ev = &r->events[i];
-		struct db_in in[1] = {DBI_I64(ev->id)};
-		enum db_rc rc;
-
-		if (kq_produce_wait(w->p->prod, w->p->topic_events, key, strlen(key), ev->payload,
-				    strlen(ev->payload), PROC_PUBLISH_WAIT_MS, err,
-				    sizeof(err)) != 0) {
-			log_warn(cbid, "event=outbox_unsent event_row=%llu error=\"%s\"", ev->id,
-				 err);
-			continue;
-		}
-		rc = db_exec(&w->db,
-			     "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND "
-			     "sent_at IS NULL",
-			     in, 1, NULL, NULL);
-		if (rc != DB_OK)
-			log_warn(cbid, "event=outbox_mark_failed event_row=%llu error=\"%s\"",
-				 ev->id, w->db.last_error);
-	}
 }

@@ -44,11 +44,17 @@ member_joins_and_leaves_under_load_nothing_lost_or_doubled(void **state)
 	pr = (struct fx_progress){&db, &l, 50};
 	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 
-	/* B joins while A is busy; batch 2 arrives during the rebalance. */
+	/*
+	 * B joins while A is busy; half of batch 2 arrives during the rebalance, the other half
+	 * once B has its partitions (A alone can finish the first half before the group settles).
+	 */
 	b = fx_processor_start(&cf, "b", logs[1], sizeof(logs[1]));
 	assert_true(b > 0);
-	assert_int_equal(fx_load_publish(pub, &l, 100, 200), 0);
-	lw = (struct fx_logwait){logs[1], "level=info event=processed", 20};
+	assert_int_equal(fx_load_publish(pub, &l, 100, 150), 0);
+	lw = (struct fx_logwait){logs[1], "level=info event=assigned", 1};
+	assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
+	assert_int_equal(fx_load_publish(pub, &l, 150, 200), 0);
+	lw = (struct fx_logwait){logs[1], "level=info event=processed", 5};
 	assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
 
 	/* Batch 3, then B leaves with work pending. */

@@ -6,8 +6,10 @@
  * the database's own ceiling for what ingest does per notification. `--shape process` runs
  * the statements the processor issues for one payment (processor_handle.c, _pay.c,
  * _outbox.c: the unlocked status look, then in one transaction the row and the order locked
- * FOR UPDATE, the conditional UPDATE, two outbox INSERTs and the done mark, then the two
- * sent_at marks after the commit), without Kafka: the ceiling for a processor's work.
+ * FOR UPDATE, the conditional UPDATE, two outbox INSERTs and the done mark), without Kafka:
+ * the ceiling for a processor's transaction. The processor does more than that per callback
+ * (it consumes, publishes both events and marks them sent, in batches, after the commit);
+ * none of it is in the ceiling.
  *
  * `drain` waits until a backlog of rows is finished and reports how fast the processors
  * finished it, from the rows' own done_at times, so the polling interval does not enter.
@@ -46,8 +48,6 @@ static const char *SQL_EVENT =
 static const char *SQL_DONE =
     "UPDATE pay_callback_log SET status = 1, outcome = ?, done_at = NOW(3) WHERE id = ? AND "
     "status = 0";
-static const char *SQL_SENT =
-    "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND sent_at IS NULL";
 
 struct ceiling {
 	const struct conf *cf;
@@ -134,11 +134,6 @@ one_process(struct db *db, unsigned long long id)
 		if ((rc = db_exec(db, SQL_DONE, in, 2, &n, NULL)) != DB_OK ||
 		    (rc = db_commit(db)) != DB_OK)
 			goto fail;
-	}
-	for (int k = 0; k < 2; k++) {
-		struct db_in in[1] = {DBI_I64(ev[k])};
-		if ((rc = db_exec(db, SQL_SENT, in, 1, NULL, NULL)) != DB_OK)
-			return rc;
 	}
 	return DB_OK;
 fail:

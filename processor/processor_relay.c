@@ -1,0 +1,240 @@
+/*
+ * processor_relay - the outbox relay thread: publishes committed order_events rows to
+ * <prefix>.order-events and marks them sent, off the consumer threads.
+ *
+ * A worker that committed a transaction queues its events here and goes on with its next
+ * message; it no longer waits for two delivery reports and two autocommit UPDATEs per
+ * callback, which cost more than the transaction itself. The relay takes everything queued at
+ * once, produces it all, waits for the delivery reports against one deadline, and marks the
+ * delivered rows sent in one transaction (one commit for the whole batch).
+ *
+ * Nothing here can lose an effect: the events are committed rows before they are queued. A
+ * crash with a full queue, a failed delivery or a failed mark leaves rows with sent_at NULL,
+ * which the retrier's outbox sweep publishes later under the same event id; downstream
+ * consumers deduplicate on it. One thread keeps the events of one order in commit order.
+ *
+ * The queue is bounded: a worker that finds it full waits, so a slow broker slows the
+ * consumers instead of growing memory.
+ */
+#include "processor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define PROC_RELAY_QUEUE_MAX 4096
+#define PROC_RELAY_BATCH_MAX 512
+
+struct proc_relay_item {
+	struct proc_relay_item *next;
+	unsigned long long row;
+	char cbid[24];
+	char key[200];
+	char payload[PROC_PAYLOAD_MAX];
+};
+
+struct proc_relay {
+	struct proc *p;
+	struct db db;
+	pthread_t thread;
+	int started;
+	pthread_mutex_t mu;
+	pthread_cond_t more, room;
+	struct proc_relay_item *head, *tail;
+	int queued;
+	int stop;
+};
+
+/* proc_relay_mark - marks the delivered rows of a batch sent, in one transaction */
+static void
+proc_relay_mark(struct proc_relay *rl, struct proc_relay_item **items, const int *ok, int n)
+{
+	enum db_rc rc;
+	int marked = 0;
+
+	if ((rc = db_begin(&rl->db)) != DB_OK)
+		goto done;
+	for (int i = 0; i < n; i++) {
+		struct db_in in[1] = {DBI_I64(items[i]->row)};
+
+		if (!ok[i])
+			continue;
+		rc = db_exec(&rl->db,
+			     "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND "
+			     "sent_at IS NULL",
+			     in, 1, NULL, NULL);
+		if (rc != DB_OK)
+			goto done;
+		marked++;
+	}
+	rc = db_commit(&rl->db);
+done:
+	if (rc != DB_OK) {
+		/* The rows stay unsent: the sweep publishes them again under the same id. */
+		log_warn(NULL, "event=outbox_mark_failed rows=%d error=\"%s\"", marked,
+			 rl->db.last_error);
+		db_rollback(&rl->db);
+	}
+}
+
+/* proc_relay_batch - publishes a batch, waits for it and marks what was delivered */
+static void
+proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
+{
+	struct kq_wait *waits[PROC_RELAY_BATCH_MAX];
+	int ok[PROC_RELAY_BATCH_MAX], delivered = 0;
+	struct timespec dl;
+	char err[256];
+
+	for (int i = 0; i < n; i++) {
+		struct proc_relay_item *it = items[i];
+
+		waits[i] = kq_produce_start(rl->p->prod, rl->p->topic_events, it->key,
+					    strlen(it->key), it->payload, strlen(it->payload), err,
+					    sizeof(err));
+		if (waits[i] == NULL)
+			log_warn(it->cbid, "event=outbox_unsent event_row=%llu error=\"%s\"",
+				 it->row, err);
+	}
+	kq_deadline(&dl, PROC_PUBLISH_WAIT_MS);
+	for (int i = 0; i < n; i++) {
+		ok[i] = 0;
+		if (waits[i] == NULL)
+			continue;
+		if (kq_wait_end(waits[i], &dl, err, sizeof(err)) != 0) {
+			log_warn(items[i]->cbid, "event=outbox_unsent event_row=%llu error=\"%s\"",
+				 items[i]->row, err);
+			continue;
+		}
+		ok[i] = 1;
+		delivered++;
+	}
+	if (delivered > 0)
+		proc_relay_mark(rl, items, ok, n);
+}
+
+static void *
+proc_relay_main(void *arg)
+{
+	struct proc_relay *rl = arg;
+	struct proc_relay_item *items[PROC_RELAY_BATCH_MAX];
+
+	for (;;) {
+		int n = 0;
+
+		pthread_mutex_lock(&rl->mu);
+		while (rl->head == NULL && !rl->stop)
+			pthread_cond_wait(&rl->more, &rl->mu);
+		if (rl->head == NULL) { /* stopping, and everything queued is relayed */
+			pthread_mutex_unlock(&rl->mu);
+			break;
+		}
+		while (rl->head && n < PROC_RELAY_BATCH_MAX) {
+			items[n++] = rl->head;
+			rl->head = rl->head->next;
+		}
+		if (rl->head == NULL)
+			rl->tail = NULL;
+		rl->queued -= n;
+		pthread_cond_broadcast(&rl->room);
+		pthread_mutex_unlock(&rl->mu);
+
+		proc_relay_batch(rl, items, n);
+		for (int i = 0; i < n; i++)
+			free(items[i]);
+	}
+	return NULL;
+}
+
+int
+proc_relay_start(struct proc *p)
+{
+	struct proc_relay *rl;
+
+	if ((rl = calloc(1, sizeof(*rl))) == NULL)
+		return -1;
+	rl->p = p;
+	pthread_mutex_init(&rl->mu, NULL);
+	pthread_cond_init(&rl->more, NULL);
+	pthread_cond_init(&rl->room, NULL);
+	/* A database that is down now is reconnected to by the first batch that needs it. */
+	if (db_open(&rl->db, &p->cf->db) == DB_FATAL) {
+		log_error(NULL, "event=db_open_failed thread=relay error=\"%s\"", rl->db.last_error);
+		goto fail;
+	}
+	if (pthread_create(&rl->thread, NULL, proc_relay_main, rl) != 0) {
+		log_error(NULL, "event=thread_failed thread=relay");
+		goto fail;
+	}
+	rl->started = 1;
+	p->relay = rl;
+	return 0;
+fail:
+	db_close(&rl->db);
+	pthread_cond_destroy(&rl->room);
+	pthread_cond_destroy(&rl->more);
+	pthread_mutex_destroy(&rl->mu);
+	free(rl);
+	return -1;
+}
+
+void
+proc_relay_stop(struct proc *p)
+{
+	struct proc_relay *rl = p->relay;
+	struct proc_relay_item *it;
+
+	if (rl == NULL)
+		return;
+	pthread_mutex_lock(&rl->mu);
+	rl->stop = 1;
+	pthread_cond_broadcast(&rl->more);
+	pthread_cond_broadcast(&rl->room);
+	pthread_mutex_unlock(&rl->mu);
+	if (rl->started)
+		pthread_join(rl->thread, NULL);
+	while ((it = rl->head) != NULL) { /* only when the thread never started */
+		rl->head = it->next;
+		free(it);
+	}
+	db_close(&rl->db);
+	pthread_cond_destroy(&rl->room);
+	pthread_cond_destroy(&rl->more);
+	pthread_mutex_destroy(&rl->mu);
+	free(rl);
+	p->relay = NULL;
+}
+
+void
+proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r)
+{
+	struct proc_relay *rl = w->p->relay;
+
+	for (int i = 0; i < r->nevents; i++) {
+		struct proc_relay_item *it;
+
+		if ((it = malloc(sizeof(*it))) == NULL) {
+			log_warn(cbid, "event=outbox_unsent event_row=%llu error=\"out of memory\"",
+				 r->events[i].id);
+			continue;
+		}
+		it->next = NULL;
+		it->row = r->events[i].id;
+		snprintf(it->cbid, sizeof(it->cbid), "%s", cbid);
+		snprintf(it->key, sizeof(it->key), "%s|%s", r->merchant, r->order);
+		memcpy(it->payload, r->events[i].payload, sizeof(it->payload));
+		pthread_mutex_lock(&rl->mu);
+		while (rl->queued >= PROC_RELAY_QUEUE_MAX && !rl->stop)
+			pthread_cond_wait(&rl->room, &rl->mu);
+		if (rl->tail)
+			rl->tail->next = it;
+		else
+			rl->head = it;
+		rl->tail = it;
+		rl->queued++;
+		pthread_cond_signal(&rl->more);
+		pthread_mutex_unlock(&rl->mu);
+	}
+}
