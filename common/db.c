@@ -256,7 +256,17 @@ db_exec(struct db *db, const char *sql, const struct db_in *in, int nin,
 		*affected = (unsigned long long)mysql_stmt_affected_rows(st);
 	if (insert_id)
 		*insert_id = (unsigned long long)mysql_stmt_insert_id(st);
-	return DB_OK;
+	/*
+	 * A statement run for its effect may still return rows (a probe's SELECT 1). Unread
+	 * rows would leave the connection out of sync, and the next statement of whoever uses
+	 * it after us would fail with error 2014.
+	 */
+	if (mysql_stmt_field_count(st) > 0) {
+		if (mysql_stmt_store_result(st) != 0)
+			rc = db_fail(db, mysql_stmt_errno(st), mysql_stmt_error(st));
+		mysql_stmt_free_result(st);
+	}
+	return rc;
 }
 
 enum db_rc

@@ -136,6 +136,33 @@ killed_connection_is_retryable_then_reconnects(void **state)
 	db_close(&b);
 }
 
+/*
+ * Regression: ingest's /readyz probes a pooled connection with SELECT 1 through db_exec. Its
+ * unread row left the connection out of sync, and the next reservation on it failed with
+ * error 2014 (the channel got a 503). A statement run for its effect now leaves the
+ * connection clean: the next statement succeeds on the same connection.
+ */
+static void
+probe_with_rows_leaves_the_connection_in_sync(void **state)
+{
+	struct db db;
+	long long id;
+
+	(void)state;
+	harness_db(&cf, &db);
+	id = harness_count(&db, "SELECT CONNECTION_ID()");
+	assert_int_equal(db_exec(&db, "SELECT 1", NULL, 0, NULL, NULL), DB_OK);
+	assert_int_equal(db_exec(&db, "SELECT 1 UNION ALL SELECT 2", NULL, 0, NULL, NULL), DB_OK);
+	{
+		struct db_in in[4] = {DBI_STR("default"), DBI_STR("wxpay"), DBI_STR("probe-sync"),
+				      DBI_STR("probe-sync")};
+		assert_int_equal(db_exec(&db, INSERT_LOG, in, 4, NULL, NULL), DB_OK);
+	}
+	assert_int_equal(db.broken, 0);
+	assert_int_equal(harness_count(&db, "SELECT CONNECTION_ID()"), id);
+	db_close(&db);
+}
+
 static void
 classification_table(void **state)
 {
@@ -175,6 +202,7 @@ main(void)
 	    cmocka_unit_test(second_insert_same_trade_is_duplicate),
 	    cmocka_unit_test(lock_wait_timeout_is_retryable),
 	    cmocka_unit_test(killed_connection_is_retryable_then_reconnects),
+	    cmocka_unit_test(probe_with_rows_leaves_the_connection_in_sync),
 	    cmocka_unit_test(classification_table),
 	    cmocka_unit_test(money_round_trips_through_decimal),
 	};
