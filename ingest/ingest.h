@@ -33,6 +33,15 @@ struct ingest_pool {
 	int nfree, size;
 };
 
+/* Reservations in flight, by notification (ingest_flight.c). */
+#define INGEST_FLIGHT_BUCKETS 1024
+#define INGEST_FLIGHT_KEY_MAX 512
+struct ingest_flight_entry;
+struct ingest_flight {
+	pthread_mutex_t mu;
+	struct ingest_flight_entry *buckets[INGEST_FLIGHT_BUCKETS];
+};
+
 /* Outcomes of one request, for metrics and the answer. */
 enum outcome {
 	OUT_STORED = 0,   /* verified, reserved, published */
@@ -50,6 +59,7 @@ struct ingest_metrics {
 	struct metric *verify_fail[CH_COUNT][VERR_UNSUPPORTED + 1];
 	struct metric *reserve_lat, *publish_lat, *request_lat;
 	struct metric *publish_failures, *inflight, *unverified, *http_errors[4];
+	struct metric *coalesced, *coalescing;
 };
 
 struct ingest {
@@ -57,6 +67,7 @@ struct ingest {
 	struct ingest_merchant *merchants;
 	int nmerchants;
 	struct ingest_pool pool;
+	struct ingest_flight flight;
 	struct kq_producer *kp;
 	char topic[256];
 	atomic_int inflight, unverified;
@@ -101,6 +112,19 @@ void ingest_pool_put(struct ingest_pool *p, struct db *db);
 void ingest_pool_free(struct ingest_pool *p);
 
 void ingest_metrics_init(struct ingest_metrics *m);
+
+void ingest_flight_init(struct ingest_flight *f);
+void ingest_flight_free(struct ingest_flight *f);
+/*
+ * Joins the reservation in flight for key, or starts one. Returns 1 for the copy that is to
+ * reserve (it must call ingest_flight_land with the outcome; *e may be NULL when memory ran
+ * out, and land accepts that), 0 for a copy that is to wait with ingest_flight_wait.
+ */
+int ingest_flight_join(struct ingest_flight *f, const char *key, struct ingest_flight_entry **e);
+/* The reservation answered: stored = 1 when the row exists (inserted or duplicate key). */
+void ingest_flight_land(struct ingest_flight *f, struct ingest_flight_entry *e, int stored);
+/* Waits up to timeout_ms for the reservation; returns 1 when the row is stored, else 0. */
+int ingest_flight_wait(struct ingest_flight *f, struct ingest_flight_entry *e, int timeout_ms);
 
 /* The whole flow for one request: verify, reserve, publish, answer. */
 void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);

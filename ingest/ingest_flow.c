@@ -178,12 +178,14 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 {
 	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
 	char reason[256], sha[65], amount[32], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
+	char fkey[INGEST_FLIGHT_KEY_MAX];
+	struct ingest_flight_entry *fe = NULL;
 	unsigned long long id = 0;
 	long long t0 = now_us();
 	struct notify n;
 	enum verr ve;
 	enum db_rc rc;
-	struct db *db;
+	struct db *db = NULL;
 	int scale;
 
 	memset(resp, 0, sizeof(*resp));
@@ -235,7 +237,24 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		goto out;
 	}
 
+	snprintf(fkey, sizeof(fkey), "%s|%s|%s|%s|%s", n.kind == NOTIFY_REFUND ? "r" : "p",
+		 merchant, ch, n.kind == NOTIFY_REFUND ? n.refund_no : n.channel_trade_no, sha);
+	if (!ingest_flight_join(&in->flight, fkey, &fe)) {
+		/* Waiting is bounded like the pool wait; then this copy reserves by itself. */
+		int stored;
+
+		metrics_add(in->m.coalescing, 1);
+		stored = ingest_flight_wait(&in->flight, fe, 1000);
+		metrics_add(in->m.coalescing, -1);
+		fe = NULL;
+		if (stored) {
+			metrics_inc(in->m.coalesced, 1);
+			rc = DB_DUPLICATE;
+			goto reserved;
+		}
+	}
 	if ((db = ingest_pool_get(&in->pool, 1000)) == NULL) {
+		ingest_flight_land(&in->flight, fe, 0);
 		resp->outcome = OUT_BUSY;
 		log_warn(NULL, "event=db_pool_exhausted channel=%s merchant=%s body_sha256=%s", ch,
 			 merchant, sha);
@@ -250,13 +269,15 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 			snprintf(reason, sizeof(reason), "%s", db->last_error);
 	}
 	ingest_pool_put(&in->pool, db);
+	ingest_flight_land(&in->flight, fe, rc == DB_OK || rc == DB_DUPLICATE);
+reserved:
 	log_safe(s1, sizeof(s1), n.kind == NOTIFY_REFUND ? n.refund_no : n.channel_trade_no);
 	log_safe(s2, sizeof(s2), n.out_trade_no);
 	if (rc == DB_DUPLICATE) {
 		resp->outcome = OUT_DUPLICATE;
 		log_info(NULL, "event=duplicate channel=%s merchant=%s trade=%s order=%s "
-			       "body_sha256=%s",
-			 ch, merchant, s1, s2, sha);
+			       "coalesced=%d body_sha256=%s",
+			 ch, merchant, s1, s2, db == NULL, sha);
 		ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
 		goto out;
 	}

@@ -45,6 +45,12 @@ ingest_metrics_init(struct ingest_metrics *m)
 	m->publish_failures = metrics_counter(
 	    "paycb_ingest_publish_failures_total",
 	    "Stored rows whose publish failed or timed out (the retrier recovers them).", "");
+	m->coalesced = metrics_counter(
+	    "paycb_ingest_coalesced_total",
+	    "Identical copies answered by the reservation of a copy already in flight.", "");
+	m->coalescing = metrics_gauge(
+	    "paycb_ingest_coalescing",
+	    "Copies waiting right now for the reservation of an identical copy in flight.", "");
 	m->inflight = metrics_gauge("paycb_ingest_inflight", "Requests in flight.", "");
 	m->unverified = metrics_gauge("paycb_ingest_unverified",
 				      "Requests being verified right now.", "");

@@ -51,6 +51,7 @@ ingest_init(const struct conf *cf, void **state)
 	in->cf = cf;
 	conf_topic(cf, "callbacks", in->topic, sizeof(in->topic));
 	ingest_metrics_init(&in->m);
+	ingest_flight_init(&in->flight);
 	if (ingest_merchants_load(in, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=config_error error=\"%s\"", err);
 		return EXIT_CONFIG;
@@ -120,6 +121,7 @@ ingest_drain(void *state)
 		log_warn(NULL, "event=flush_incomplete undelivered=%d", left);
 	kq_producer_free(in->kp);
 	ingest_pool_free(&in->pool);
+	ingest_flight_free(&in->flight);
 	ingest_merchants_free(in);
 	metrics_free();
 	return rc;

@@ -386,6 +386,96 @@ two_hundred_concurrent_copies_one_row_one_message(void **state)
 	free(n.body);
 }
 
+/* metric - the value of one unlabelled metric of ingest's /metrics, -1 when absent. */
+static long long
+metric(const char *name)
+{
+	struct httpc_resp r;
+	char needle[128];
+	const char *at;
+
+	if (httpc_request(admin_port, "GET", "/metrics", NULL, "", 0, 5000, &r) != 0)
+		return -1;
+	snprintf(needle, sizeof(needle), "\n%s ", name);
+	if ((at = strstr(r.body, needle)) == NULL)
+		return -1;
+	return strtoll(at + strlen(needle), NULL, 10);
+}
+
+struct gauge_want {
+	const char *name;
+	long long want;
+};
+
+static int
+gauge_reached(void *arg)
+{
+	struct gauge_want *g = arg;
+
+	return metric(g->name) >= g->want;
+}
+
+/*
+ * Copies of one notification that arrive while a copy's INSERT is running wait for that
+ * INSERT's answer instead of queueing INSERTs on the same key. The test holds the unique-key
+ * entry with an uncommitted INSERT of its own, so the first copy's INSERT blocks on it and
+ * every other copy is certainly in flight with it; then it rolls back. The first copy's INSERT
+ * goes through; all copies are answered success; one row, one message, and N-1 copies
+ * answered by the one INSERT (paycb_ingest_coalesced_total).
+ */
+static void
+copies_in_flight_are_answered_by_one_insert(void **state)
+{
+	enum { N = 20 };
+	static struct storm s[N];
+	pthread_t t[N];
+	char order[64], txn[64];
+	struct gauge_want g = {"paycb_ingest_coalescing", N - 1};
+	long long before;
+	unsigned long long id;
+	struct chan_note n;
+	struct db hold;
+	int ok = 0;
+
+	(void)state;
+	uniq(order, sizeof(order), "FLIGHT");
+	uniq(txn, sizeof(txn), "42010");
+	wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, time(NULL));
+	before = metric("paycb_ingest_coalesced_total");
+	assert_true(before >= 0);
+	harness_db(&cf, &hold);
+	assert_int_equal(db_begin(&hold), DB_OK);
+	{
+		struct db_in in[3] = {DBI_STR("default"), DBI_STR(txn), DBI_STR(order)};
+		assert_int_equal(db_exec(&hold,
+					 "INSERT INTO pay_callback_log (merchant_id, channel, "
+					 "channel_trade_no, out_trade_no, amount, currency, "
+					 "body_sha256, next_retry_at) VALUES (?, 'wxpay', ?, ?, "
+					 "'1.00', 'CNY', REPEAT('0', 64), NOW(3))",
+					 in, 3, NULL, NULL),
+				 DB_OK);
+	}
+	for (int i = 0; i < N; i++) {
+		s[i].n = &n;
+		s[i].status = 0;
+		assert_int_equal(pthread_create(&t[i], NULL, storm_one, &s[i]), 0);
+	}
+	/* One copy is blocked in its INSERT; the others wait for it. */
+	assert_int_equal(harness_wait_until(gauge_reached, &g, 10000), 0);
+	assert_int_equal(db_rollback(&hold), DB_OK);
+	db_close(&hold);
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		ok += s[i].status == 204;
+	}
+	assert_int_equal(ok, N);
+	assert_int_equal(metric("paycb_ingest_coalesced_total") - before, N - 1);
+	assert_int_equal(rows("pay_callback_log WHERE out_trade_no LIKE 'FLIGHT%'"), 1);
+	id = row_id("pay_callback_log", "channel_trade_no", txn);
+	assert_int_equal(count_messages(id, 1, 20000), 1);
+	free(n.body);
+}
+
 /* Hostile input has its own catalog: tests/integ/test_hostile.c. */
 
 /* ---- the broker unreachable ------------------------------------------------------------- */
@@ -454,6 +544,7 @@ main(void)
 	    cmocka_unit_test(refunds_of_each_channel_go_to_the_refund_log),
 	    cmocka_unit_test(other_stripe_events_are_acknowledged_not_stored),
 	    cmocka_unit_test(two_hundred_concurrent_copies_one_row_one_message),
+	    cmocka_unit_test(copies_in_flight_are_answered_by_one_insert),
 	    cmocka_unit_test(unreachable_broker_still_stores_and_acknowledges_within_budget),
 	    cmocka_unit_test(metrics_and_readiness_are_served),
 	    cmocka_unit_test(sigterm_drains_and_exits_zero),

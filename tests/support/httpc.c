@@ -45,7 +45,7 @@ int
 httpc_raw(int port, const void *req, size_t len, int timeout_ms, struct httpc_resp *out)
 {
 	struct sockaddr_in sin;
-	char *buf = malloc(1 << 16);
+	char *buf = malloc(1 << 18);
 	size_t got = 0, off = 0;
 	long long t0 = httpc_ms(), end = t0 + timeout_ms;
 	int fd, rc = -1;
@@ -74,9 +74,9 @@ httpc_raw(int port, const void *req, size_t len, int timeout_ms, struct httpc_re
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
 			break;
-		if (got >= (1 << 16) - 1)
+		if (got >= (1 << 18) - 1)
 			break;
-		n = recv(fd, buf + got, (size_t)(1 << 16) - 1 - got, 0);
+		n = recv(fd, buf + got, (size_t)(1 << 18) - 1 - got, 0);
 		if (n <= 0)
 			break;
 		got += (size_t)n;

@@ -9,7 +9,7 @@
 
 struct httpc_resp {
 	int status; /* 0 when no response came (connection closed or timed out) */
-	char body[4096];
+	char body[1 << 16]; /* enough for a whole /metrics page */
 	size_t body_len;
 	long long elapsed_ms;
 };
