@@ -101,6 +101,9 @@ static const struct cfg_setting processor_tab[] = {
 	INT("admin_port", "0", 0, 65535, PR(admin_port), "its port; 0 = no admin listener"),
 	INT("db_outage_max_s", "300", 1, 86400, PR(db_outage_max_s),
 	    "how long to wait for the database before draining and exiting non-zero"),
+	INT("order_wait_s", "300", 0, 86400, PR(order_wait_s),
+	    "how long a callback is deferred, not failed, while an earlier callback of its order "
+	    "has not had its first attempt (per-order order across partitions); 0 = off"),
 	END};
 
 #define RR(f) offsetof(struct conf_retrier, f)

@@ -60,6 +60,7 @@ struct conf_processor {
 	char *admin_addr;
 	long long admin_port;
 	long long db_outage_max_s;
+	long long order_wait_s;
 };
 
 struct conf_retrier {

@@ -1,5 +1,5 @@
 /*
- * kq - Kafka producer, consumer and admin helpers (see kq.h).
+ * kq - Kafka producer and consumer helpers (see kq.h; the admin calls are in kq_admin.c).
  *
  * The producer is shared by all threads of a process. A poller thread serves delivery
  * reports; a caller that waits for its message blocks on a per-message completion, which is
@@ -450,76 +450,4 @@ kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m)
 	e = rd_kafka_offsets_store(rk, l);
 	rd_kafka_topic_partition_list_destroy(l);
 	return e == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
-}
-
-int
-kq_create_topics(const struct conf_kafka *cf, const char *const *names, const int *partitions,
-		 const long long *retention_ms, int n, int timeout_ms, char *err, size_t errlen)
-{
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_NewTopic_t **nt = calloc((size_t)n, sizeof(*nt));
-	rd_kafka_queue_t *q = NULL;
-	rd_kafka_event_t *ev = NULL;
-	rd_kafka_t *rk = NULL;
-	char es[256], ret[32];
-	int rc = -1;
-
-	if (nt == NULL || kq_conf_common(conf, cf, err, errlen))
-		goto done;
-	if ((rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, es, sizeof(es))) == NULL) {
-		snprintf(err, errlen, "kafka admin: %s", es);
-		goto done;
-	}
-	conf = NULL;
-	for (int i = 0; i < n; i++) {
-		nt[i] = rd_kafka_NewTopic_new(names[i], partitions[i], 1, es, sizeof(es));
-		if (nt[i] == NULL) {
-			snprintf(err, errlen, "topic %s: %s", names[i], es);
-			goto done;
-		}
-		if (retention_ms && retention_ms[i] > 0) {
-			snprintf(ret, sizeof(ret), "%lld", retention_ms[i]);
-			rd_kafka_NewTopic_set_config(nt[i], "retention.ms", ret);
-		}
-	}
-	q = rd_kafka_queue_new(rk);
-	rd_kafka_CreateTopics(rk, nt, (size_t)n, NULL, q);
-	if ((ev = rd_kafka_queue_poll(q, timeout_ms)) == NULL) {
-		snprintf(err, errlen, "create topics: no answer within %d ms", timeout_ms);
-		goto done;
-	}
-	if (rd_kafka_event_error(ev)) {
-		snprintf(err, errlen, "create topics: %s", rd_kafka_event_error_string(ev));
-		goto done;
-	}
-	{
-		const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
-		size_t cnt;
-		const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &cnt);
-
-		for (size_t i = 0; i < cnt; i++) {
-			rd_kafka_resp_err_t e = rd_kafka_topic_result_error(tr[i]);
-			if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-				snprintf(err, errlen, "create topic %s: %s",
-					 rd_kafka_topic_result_name(tr[i]),
-					 rd_kafka_topic_result_error_string(tr[i]));
-				goto done;
-			}
-		}
-	}
-	rc = 0;
-done:
-	if (ev)
-		rd_kafka_event_destroy(ev);
-	if (q)
-		rd_kafka_queue_destroy(q);
-	for (int i = 0; nt && i < n; i++)
-		if (nt[i])
-			rd_kafka_NewTopic_destroy(nt[i]);
-	free(nt);
-	if (rk)
-		rd_kafka_destroy(rk);
-	if (conf)
-		rd_kafka_conf_destroy(conf);
-	return rc;
 }

@@ -70,9 +70,14 @@ rd_kafka_t *kq_consumer_new(const struct conf_kafka *cf, const char *group,
 /* Stores the offset after m (m's offset + 1) for the next commit. */
 int kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m);
 
-/* Creates topics (already existing ones are fine). Returns 0 or -1 with err. */
+/*
+ * Creates the topics that are missing and grows an existing topic that has fewer partitions
+ * than asked to that many (one with more is left alone: Kafka cannot shrink a topic).
+ * had, if not NULL, gets for each topic the partitions it had before (0: it was created).
+ * Returns 0 or -1 with err. In kq_admin.c.
+ */
 int kq_create_topics(const struct conf_kafka *cf, const char *const *names, const int *partitions,
-		     const long long *retention_ms, int n, int timeout_ms, char *err,
+		     const long long *retention_ms, int n, int timeout_ms, int *had, char *err,
 		     size_t errlen);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * processor_handle - one callback message from start to finish: a cheap look at the row
- * (a done or dead row is skipped without taking a lock), the payment or refund
+ * (a done or dead row is skipped without taking a lock, a first attempt that would overtake
+ * an earlier callback of its order is deferred), the payment or refund
  * transaction, the record of a retryable failure, the outbox relay after a commit, and the
  * one log line of the outcome, callback id first.
  *
@@ -15,20 +16,95 @@
 
 #include "log.h"
 
-/* proc_precheck - the row's status without a lock: -1 missing, -2 database error */
-static long long
-proc_precheck(struct proc_worker *w, const struct msg_callback *m)
+/*
+ * The unlocked look at the row before its transaction: its status and retry count and, for
+ * the per-order ordering guard, how many callbacks of the same order that came in earlier
+ * are still pending and never attempted, and how long ago this row came in. "Earlier" is
+ * by reception time, ties broken by id within a log and never across the logs, so it is a
+ * strict order and two callbacks can never wait for each other. Both subqueries read
+ * idx_order.
+ */
+#define PRECHECK_SQL(T, OTHER)                                                                     \
+	"SELECT c.status, c.retry_count, "                                                         \
+	"(SELECT COUNT(*) FROM " T " e WHERE e.merchant_id = c.merchant_id AND "                   \
+	"e.out_trade_no = c.out_trade_no AND e.status = 0 AND e.retry_count = 0 AND "              \
+	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id))) + "      \
+	"(SELECT COUNT(*) FROM " OTHER " e WHERE e.merchant_id = c.merchant_id AND "               \
+	"e.out_trade_no = c.out_trade_no AND e.status = 0 AND e.retry_count = 0 AND "              \
+	"e.created_at < c.created_at), "                                                           \
+	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000 FROM " T " c WHERE c.id = ?"
+static const char *const SQL_PRECHECK[2] = {
+    PRECHECK_SQL("pay_callback_log", "refund_callback_log"),
+    PRECHECK_SQL("refund_callback_log", "pay_callback_log")};
+/* A deferred row comes due again in a second; the retrier publishes it on the main topic. */
+static const char *const SQL_DEFER[2] = {
+    "UPDATE pay_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND WHERE id = ? AND "
+    "status = 0 AND retry_count = 0",
+    "UPDATE refund_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND WHERE id = ? "
+    "AND status = 0 AND retry_count = 0"};
+
+struct precheck {
+	long long status, retry_count, earlier, age_ms;
+};
+
+/* proc_precheck - fills pc; returns 0, -1 when there is no such row, -2 on database error */
+static int
+proc_precheck(struct proc_worker *w, const struct msg_callback *m, struct precheck *pc)
 {
 	struct db_in in[1] = {DBI_I64(m->id)};
-	struct db_out out[1] = {DBO_I64()};
+	struct db_out out[4] = {DBO_I64(), DBO_I64(), DBO_I64(), DBO_I64()};
 	unsigned long long rows = 0;
 
-	if (db_query(&w->db,
-		     m->log == MSG_LOG_REFUND ? "SELECT status FROM refund_callback_log WHERE id = ?"
-					      : "SELECT status FROM pay_callback_log WHERE id = ?",
-		     in, 1, out, 1, NULL, NULL, &rows) != DB_OK)
+	if (db_query(&w->db, SQL_PRECHECK[m->log == MSG_LOG_REFUND], in, 1, out, 4, NULL, NULL,
+		     &rows) != DB_OK)
 		return -2;
-	return rows ? out[0].i : -1;
+	if (rows == 0)
+		return -1;
+	pc->status = out[0].i;
+	pc->retry_count = out[1].i;
+	pc->earlier = out[2].i;
+	pc->age_ms = out[3].i;
+	return 0;
+}
+
+/*
+ * proc_defer - the per-order ordering guard. Callbacks of one order are keyed to one
+ * partition, so they normally arrive here in the order they came in. After partitions are
+ * added to the topic, a later callback of an order can be published on a new partition
+ * while an earlier one still waits in the backlog of the old one; a channel's re-push
+ * through another ingest, or a first publish that was lost, can do the same. Such a first
+ * attempt is deferred rather than run: the row comes due again in a second and the
+ * retrier publishes it again on the main topic, while its partition goes on flowing (a
+ * hold would block the earlier callback when it sits behind this one in the same
+ * partition). Nothing is counted as a failure. After processor.order_wait_s the callback
+ * goes ahead anyway: the state machine is correct in any order, only the order of effects
+ * would differ. Returns 1 when deferred, 0 to go on, -1 on database error.
+ */
+static int
+proc_defer(struct proc_worker *w, const struct msg_callback *m, const struct precheck *pc,
+	   const char *id, const struct proc_result *r)
+{
+	long long wait_ms = w->p->cf->processor.order_wait_s * 1000;
+	struct db_in in[1] = {DBI_I64(m->id)};
+	unsigned long long changed = 0;
+
+	if (wait_ms == 0 || pc->status != 0 || pc->retry_count != 0 || pc->earlier == 0)
+		return 0;
+	if (pc->age_ms >= wait_ms) {
+		log_warn(id, "event=order_wait_expired order=%s merchant=%s earlier_pending=%lld "
+			     "waited_ms=%lld",
+			 r->order, r->merchant, pc->earlier, pc->age_ms);
+		return 0;
+	}
+	if (db_exec(&w->db, SQL_DEFER[m->log == MSG_LOG_REFUND], in, 1, &changed, NULL) != DB_OK)
+		return -1;
+	/* Changed meanwhile (attempted by another delivery): the transaction decides. */
+	if (changed == 0)
+		return 0;
+	log_info(id, "event=deferred reason=earlier_callback_pending order=%s merchant=%s "
+		     "earlier_pending=%lld age_ms=%lld attempt=%d",
+		 r->order, r->merchant, pc->earlier, pc->age_ms, m->attempt);
+	return 1;
 }
 
 /* proc_log_text - s for a quoted log value: printable ASCII, no quote or backslash */
@@ -74,7 +150,9 @@ enum proc_rc
 proc_handle(struct proc_worker *w, const struct msg_callback *m)
 {
 	int refund = m->log == MSG_LOG_REFUND;
-	long long t0 = proc_mono_ms(), st;
+	long long t0 = proc_mono_ms();
+	struct precheck pc;
+	int st, deferred = 0;
 	struct proc_result r;
 	char id[24], reason[400];
 	enum proc_tx tx;
@@ -84,14 +162,19 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	log_cbid(id, m->id, refund);
 	log_safe(r.order, sizeof(r.order), m->out_trade_no);
 	log_safe(r.merchant, sizeof(r.merchant), m->merchant_id);
-	if ((st = proc_precheck(w, m)) == -2) {
+	if ((st = proc_precheck(w, m, &pc)) == -2 ||
+	    (st == 0 && (deferred = proc_defer(w, m, &pc, id, &r)) < 0)) {
 		log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
 			 w->db.last_error);
 		return PROC_DB_DOWN;
 	}
+	if (deferred) {
+		proc_metrics_outcome("deferred", proc_mono_ms() - t0);
+		return PROC_DONE;
+	}
 	if (st == -1)
 		tx = TX_MISSING;
-	else if (st != 0)
+	else if (pc.status != 0)
 		tx = TX_FINAL;
 	else
 		tx = refund ? proc_refund(w, m, &r) : proc_pay(w, m, &r);

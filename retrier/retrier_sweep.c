@@ -6,7 +6,9 @@
  * or an earlier lease of ours expired because its message or its processor was lost. The
  * retry_count decides what happens next:
  *
- *   0          republish on <prefix>.callbacks (attempt 1), leased for retry.initial_lease_s;
+ *   0          republish on <prefix>.callbacks (attempt 1), leased for retry.initial_lease_s
+ *              (a lost first publish, or a row the processor deferred to keep its order's
+ *              callbacks in order);
  *              a replayed row goes to the first step's topic instead (see paycbctl)
  *   k = 1..n   republish on step k's delay topic (attempt k+1), leased for step k's delay
  *              plus retry.lease_margin_s; the topic holds the message for the delay

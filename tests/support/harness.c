@@ -35,6 +35,12 @@ harness_now_ms(void)
 int
 harness_setup(struct conf *cf, const char *tag, const char *ladder)
 {
+	return harness_setup_parts(cf, tag, ladder, 0);
+}
+
+int
+harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int partitions)
+{
 	const char *file = getenv("PAYCB_TEST_CONF") ? getenv("PAYCB_TEST_CONF") : "var/paycb.conf";
 	struct migrate_result res = {0, 0, 0};
 	struct cfg_errors errs;
@@ -56,6 +62,8 @@ harness_setup(struct conf *cf, const char *tag, const char *ladder)
 			cf->retry.ladder_s.v[cf->retry.ladder_s.n++] = atoll(t);
 		free(dup);
 	}
+	if (partitions > 0)
+		cf->kafka.partitions = partitions;
 	if (migrate_create_db(cf, err, sizeof(err)) != 0 ||
 	    migrate_sql(cf, "schemas", &res, err, sizeof(err)) != 0 ||
 	    migrate_topics(cf, "schemas", &res, err, sizeof(err)) != 0) {

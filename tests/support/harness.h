@@ -16,6 +16,8 @@
  * Returns 0 or -1 (the reason is printed as a TAP diagnostic).
  */
 int harness_setup(struct conf *cf, const char *tag, const char *ladder);
+/* harness_setup with the topics created with this many partitions (0: as configured). */
+int harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int partitions);
 /* Drops the test database. */
 void harness_teardown(struct conf *cf);
 /* Replaces a string setting (frees the old one). */

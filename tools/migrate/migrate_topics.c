@@ -2,7 +2,9 @@
  * migrate_topics - creates the Kafka topics listed in schemas/topics.tsv (see migrate.h).
  *
  * "callbacks.retry.<delay>" expands to one topic per step of the configured ladder, so a
- * compressed test ladder gets its own delay topics.
+ * compressed test ladder gets its own delay topics. A topic that exists with fewer
+ * partitions than configured is grown (kq_admin.c); how to do that safely while running is
+ * in docs/operations.md.
  */
 #include "migrate.h"
 
@@ -22,7 +24,7 @@ migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *re
 {
 	char path[1024], line[512], *names[MAX_TOPICS];
 	const char *cnames[MAX_TOPICS];
-	int parts[MAX_TOPICS], n = 0, rc = -1, lineno = 0;
+	int parts[MAX_TOPICS], had[MAX_TOPICS], n = 0, rc = -1, lineno = 0;
 	long long ret[MAX_TOPICS];
 	FILE *fp;
 
@@ -66,10 +68,16 @@ migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *re
 			n++;
 		}
 	}
-	if (kq_create_topics(&cf->kafka, cnames, parts, ret, n, 30000, err, errlen) != 0)
+	if (kq_create_topics(&cf->kafka, cnames, parts, ret, n, 30000, had, err, errlen) != 0)
 		goto done;
-	for (int i = 0; i < n; i++)
-		log_info(NULL, "event=topic_ensured topic=%s partitions=%d", names[i], parts[i]);
+	for (int i = 0; i < n; i++) {
+		if (had[i] > 0 && had[i] < parts[i])
+			log_info(NULL, "event=topic_grown topic=%s partitions=%d from=%d", names[i],
+				 parts[i], had[i]);
+		else
+			log_info(NULL, "event=topic_ensured topic=%s partitions=%d", names[i],
+				 had[i] > parts[i] ? had[i] : parts[i]);
+	}
 	res->topics = n;
 	rc = 0;
 done:

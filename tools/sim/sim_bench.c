@@ -5,9 +5,9 @@
  * ingest_flow.c with a body of a WeChat notification's size, from C connections at once:
  * the database's own ceiling for what ingest does per notification. `--shape process` runs
  * the statements the processor issues for one payment (processor_handle.c, _pay.c,
- * _outbox.c: the unlocked status look, then in one transaction the row and the order locked
- * FOR UPDATE, the conditional UPDATE, two outbox INSERTs and the done mark), without Kafka:
- * the ceiling for a processor's transaction. The processor does more than that per callback
+ * _outbox.c: the unlocked look at the row and its order's earlier callbacks, then in one
+ * transaction the row and the order locked FOR UPDATE, the conditional UPDATE, two outbox
+ * INSERTs and the done mark), without Kafka: the ceiling for a processor's transaction. The processor does more than that per callback
  * (it consumes, publishes both events and marks them sent, in batches, after the commit);
  * none of it is in the ceiling.
  *
@@ -29,7 +29,14 @@ static const char *SQL_RESERVE_PAY =
     "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND)";
 static const char *SQL_ORDER =
     "INSERT INTO orders (merchant_id, out_trade_no, amount, currency) VALUES (?, ?, ?, ?)";
-static const char *SQL_PRECHECK = "SELECT status FROM pay_callback_log WHERE id = ?";
+static const char *SQL_PRECHECK =
+    "SELECT c.status, c.retry_count, (SELECT COUNT(*) FROM pay_callback_log e WHERE "
+    "e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "
+    "e.retry_count = 0 AND (e.created_at < c.created_at OR (e.created_at = c.created_at AND "
+    "e.id < c.id))) + (SELECT COUNT(*) FROM refund_callback_log e WHERE e.merchant_id = "
+    "c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND e.retry_count = 0 "
+    "AND e.created_at < c.created_at), TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV "
+    "1000 FROM pay_callback_log c WHERE c.id = ?";
 static const char *SQL_LOCK_ROW =
     "SELECT merchant_id, channel, channel_trade_no, out_trade_no, CAST(amount AS CHAR), "
     "currency, status, retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), "
@@ -91,7 +98,7 @@ one_process(struct db *db, unsigned long long id)
 {
 	char s[10][160], o[7][160], payload[600], event_id[300];
 	struct db_in in1[1] = {DBI_I64(id)};
-	struct db_out st[1] = {DBO_I64()};
+	struct db_out st[4] = {DBO_I64(), DBO_I64(), DBO_I64(), DBO_I64()};
 	struct db_out row[10], ord[7];
 	unsigned long long n = 0, ev[2] = {0, 0};
 	static const char *const types[2] = {"order.paid.shipment", "order.paid.points"};
@@ -101,7 +108,7 @@ one_process(struct db *db, unsigned long long id)
 		row[k] = k == 6 || k == 7 ? DBO_I64() : DBO_STR(s[k], sizeof(s[k]));
 	for (int k = 0; k < 7; k++)
 		ord[k] = k == 0 ? DBO_I64() : DBO_STR(o[k], sizeof(o[k]));
-	if ((rc = db_query(db, SQL_PRECHECK, in1, 1, st, 1, NULL, NULL, &n)) != DB_OK ||
+	if ((rc = db_query(db, SQL_PRECHECK, in1, 1, st, 4, NULL, NULL, &n)) != DB_OK ||
 	    (rc = db_begin(db)) != DB_OK ||
 	    (rc = db_query(db, SQL_LOCK_ROW, in1, 1, row, 10, NULL, NULL, &n)) != DB_OK)
 		goto fail;
