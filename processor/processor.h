@@ -205,8 +205,13 @@ enum proc_tx proc_dead(struct proc_worker *w, const struct proc_row *row, const 
 		       const char *detail, struct proc_result *r);
 enum proc_tx proc_mark_done(struct proc_worker *w, const struct proc_row *row,
 			    const char *outcome, struct proc_result *r);
+/*
+ * Records a retryable failure of attempt on the row, unless one was recorded for that
+ * attempt already (*counted = 0: this message was a second copy of it).
+ */
 enum db_rc proc_record_failure(struct proc_worker *w, int refund, unsigned long long id,
-			       const char *reason, struct proc_result *r);
+			       int attempt, const char *reason, struct proc_result *r,
+			       int *counted);
 int proc_amount_parse(const char *s, long long *minor);
 
 /* processor_metrics.c */

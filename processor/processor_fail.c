@@ -5,7 +5,8 @@
  *
  * A retryable failure is recorded outside the rolled-back transaction, on the row itself:
  * retry_count + 1, last_error, and next_retry_at = now, so the row is due at once and the
- * retrier (the one scheduler) republishes it on the next step's delay topic. A dead row
+ * retrier (the one scheduler) republishes it on the next step's delay topic; a second copy
+ * of the same attempt does not count again. A dead row
  * never comes back by itself: its dead letter goes to <prefix>.callbacks.dlq before the
  * commit, so a committed dead row always has its dead letter (at least once: a commit that
  * fails after the publish sends it again on redelivery; the row id identifies duplicates).
@@ -179,22 +180,32 @@ done:
 }
 
 enum db_rc
-proc_record_failure(struct proc_worker *w, int refund, unsigned long long id, const char *reason,
-		    struct proc_result *r)
+proc_record_failure(struct proc_worker *w, int refund, unsigned long long id, int attempt,
+		    const char *reason, struct proc_result *r, int *counted)
 {
-	struct db_in in[2] = {DBI_STR(reason), DBI_I64(id)};
+	struct db_in in[3] = {DBI_STR(reason), DBI_I64(id), DBI_I64(attempt)};
 	struct db_out out[1] = {DBO_I64()};
-	unsigned long long rows = 0;
+	unsigned long long rows = 0, changed = 0;
 	enum db_rc rc;
 
+	/*
+	 * Attempt a is published while retry_count is a - 1; a row whose count has reached a
+	 * had this attempt's failure recorded by another copy of the message (the retrier
+	 * republished the row when its lease ran out while the first copy waited in a
+	 * backlog). Counting it again would run the row through the ladder at the speed of
+	 * the backlog; the row's next_retry_at already brings the next attempt.
+	 */
 	rc = db_exec(&w->db,
 		     refund ? "UPDATE refund_callback_log SET retry_count = retry_count + 1, "
-			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0"
+			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0 "
+			      "AND retry_count < ?"
 			    : "UPDATE pay_callback_log SET retry_count = retry_count + 1, "
-			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0",
-		     in, 2, NULL, NULL);
+			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0 "
+			      "AND retry_count < ?",
+		     in, 3, &changed, NULL);
 	if (rc != DB_OK)
 		return rc;
+	*counted = changed == 1;
 	/* For the log line only: the count the retrier will schedule by. */
 	if (db_query(&w->db,
 		     refund ? "SELECT retry_count FROM refund_callback_log WHERE id = ?"

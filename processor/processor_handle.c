@@ -21,17 +21,20 @@
  * the per-order ordering guard, how many callbacks of the same order that came in earlier
  * are still pending and never attempted, and how long ago this row came in. "Earlier" is
  * by reception time, ties broken by id within a log and never across the logs, so it is a
- * strict order and two callbacks can never wait for each other. Both subqueries read
- * idx_order.
+ * strict order and two callbacks can never wait for each other. Both subqueries are held
+ * to idx_order: left to itself the optimizer adds a rowid filter from idx_retry, which
+ * reads every pending row and made the look cost as much as the transaction under a
+ * backlog.
  */
 #define PRECHECK_SQL(T, OTHER)                                                                     \
 	"SELECT c.status, c.retry_count, "                                                         \
-	"(SELECT COUNT(*) FROM " T " e WHERE e.merchant_id = c.merchant_id AND "                   \
-	"e.out_trade_no = c.out_trade_no AND e.status = 0 AND e.retry_count = 0 AND "              \
-	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id))) + "      \
-	"(SELECT COUNT(*) FROM " OTHER " e WHERE e.merchant_id = c.merchant_id AND "               \
-	"e.out_trade_no = c.out_trade_no AND e.status = 0 AND e.retry_count = 0 AND "              \
-	"e.created_at < c.created_at), "                                                           \
+	"(SELECT COUNT(*) FROM " T " e FORCE INDEX (idx_order) WHERE "                             \
+	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
+	"e.retry_count = 0 AND "                                                                   \
+	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id))) + "       \
+	"(SELECT COUNT(*) FROM " OTHER " e FORCE INDEX (idx_order) WHERE "                         \
+	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
+	"e.retry_count = 0 AND e.created_at < c.created_at), "                                     \
 	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000 FROM " T " c WHERE c.id = ?"
 static const char *const SQL_PRECHECK[2] = {
     PRECHECK_SQL("pay_callback_log", "refund_callback_log"),
@@ -152,7 +155,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	int refund = m->log == MSG_LOG_REFUND;
 	long long t0 = proc_mono_ms();
 	struct precheck pc;
-	int st, deferred = 0;
+	int st, deferred = 0, counted = 0;
 	struct proc_result r;
 	char id[24], reason[400];
 	enum proc_tx tx;
@@ -197,18 +200,19 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 		return PROC_DONE;
 	case TX_RETRY:
 		snprintf(reason, sizeof(reason), "%s", r.reason);
-		if ((rc = proc_record_failure(w, refund, m->id, reason, &r)) != DB_OK) {
+		if ((rc = proc_record_failure(w, refund, m->id, m->attempt, reason, &r,
+					      &counted)) != DB_OK) {
 			log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
 				 w->db.last_error);
 			return PROC_DB_DOWN;
 		}
 		proc_log_text(reason, sizeof(reason), r.reason);
 		log_warn(id,
-			 "event=processed outcome=retry reason=\"%s\" order=%s merchant=%s "
+			 "event=processed outcome=%s reason=\"%s\" order=%s merchant=%s "
 			 "attempt=%d retry_count=%d elapsed_ms=%lld",
-			 reason, r.order, r.merchant, m->attempt, r.retry_count,
-			 proc_mono_ms() - t0);
-		proc_metrics_outcome("retry", proc_mono_ms() - t0);
+			 counted ? "retry" : "retry_stale", reason, r.order, r.merchant,
+			 m->attempt, r.retry_count, proc_mono_ms() - t0);
+		proc_metrics_outcome(counted ? "retry" : "retry_stale", proc_mono_ms() - t0);
 		return PROC_DONE;
 	case TX_DB_DOWN:
 		log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,

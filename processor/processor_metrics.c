@@ -13,7 +13,8 @@
 static const char *const outcomes[] = {"paid",           "duplicate",     "paid_twice",
 				       "paid_after_close", "refund_partial", "refunded",
 				       "refund_covered", "dead",          "retry",
-				       "skipped",        "deferred",      "other"};
+				       "retry_stale",    "skipped",       "deferred",
+				       "other"};
 #define NOUT (sizeof(outcomes) / sizeof(outcomes[0]))
 
 static struct metric *m_outcome[NOUT], *m_elapsed;

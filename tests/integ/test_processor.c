@@ -6,7 +6,8 @@
  * the callback message as ingest does, then polls the database (with a deadline) for the
  * outcome: paid with its two outbox events relayed once each, duplicate, paid twice, paid
  * after close, amount and currency mismatch (dead, alert, exactly one dead letter read back
- * from the topic), order not found (failure recorded, offset committed), a lock wait
+ * from the topic), order not found (failure recorded, offset committed; a second copy of
+ * the same attempt not counted again), a lock wait
  * timeout (recorded like any retryable failure), refunds partial then full, cumulative
  * refunds, a refund exceeding the payment, a refund before its payment, and out-of-order
  * arrival.
@@ -411,6 +412,31 @@ order_not_found_is_recorded_for_retry_and_offset_stored(void **state)
 					     "order=O-missing") == 1);
 }
 
+/*
+ * A second copy of the same attempt (the retrier republished the row when its lease ran out
+ * while the first copy still waited in a backlog) fails again but is not counted again; the
+ * next attempt's copy is.
+ */
+static void
+second_copy_of_a_failed_attempt_is_not_counted_again(void **state)
+{
+	char needle[128];
+	struct fx_logwait lw = {plog, needle, 1};
+	unsigned long long id;
+
+	(void)state;
+	id = pay("O-stale", "T-stale", "5.00", "CNY", NULL);
+	assert_int_equal(fx_wait_retry(&db, 0, id, 1, WAIT_MS), 0);
+	republish(0, id, "O-stale", 1);
+	snprintf(needle, sizeof(needle), "cb%llu: level=warn event=processed outcome=retry_stale ",
+		 id);
+	assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
+	assert_int_equal(qid("SELECT retry_count FROM pay_callback_log WHERE id = ?", id), 1);
+	republish(0, id, "O-stale", 2);
+	assert_int_equal(fx_wait_retry(&db, 0, id, 2, WAIT_MS), 0);
+	assert_int_equal(qid("SELECT status FROM pay_callback_log WHERE id = ?", id), 0);
+}
+
 static void
 lock_wait_timeout_is_a_recorded_failure_not_a_hot_loop(void **state)
 {
@@ -632,6 +658,7 @@ main(void)
 	    cmocka_unit_test(amount_mismatch_is_dead_with_alert_and_one_dead_letter),
 	    cmocka_unit_test(currency_mismatch_is_dead_with_alert_and_one_dead_letter),
 	    cmocka_unit_test(order_not_found_is_recorded_for_retry_and_offset_stored),
+	    cmocka_unit_test(second_copy_of_a_failed_attempt_is_not_counted_again),
 	    cmocka_unit_test(lock_wait_timeout_is_a_recorded_failure_not_a_hot_loop),
 	    cmocka_unit_test(refunds_partial_then_full),
 	    cmocka_unit_test(cumulative_refunds_apply_only_the_increase),

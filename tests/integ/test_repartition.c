@@ -38,6 +38,8 @@
 
 static struct conf cf;
 static struct db db;
+/* The daemons, so that a failed assertion does not leave them running. */
+static int proc = -1, ret = -1;
 
 /* partition_of - the partition kq's partitioner (murmur2) gives order's callbacks of n */
 static int32_t
@@ -149,7 +151,6 @@ growing_the_topic_loses_nothing_and_keeps_each_orders_order(void **state)
 	struct fx_logwait lw;
 	struct fx_progress pr;
 	long long skipped = 0, t0;
-	int proc, ret;
 
 	(void)state;
 	conf_topic(&cf, "callbacks", topic, sizeof(topic));
@@ -221,7 +222,9 @@ growing_the_topic_loses_nothing_and_keeps_each_orders_order(void **state)
 	       harness_file_count(logs[0], "event=deferred"));
 
 	assert_int_equal(harness_stop(proc, SIGTERM, 30000), 0);
+	proc = -1;
 	assert_int_equal(harness_stop(ret, SIGTERM, 30000), 0);
+	ret = -1;
 	/* Exactly one effect per callback, each done at its first attempt. */
 	assert_int_equal(fx_load_check(&db, &before, logs, 1, &skipped), 0);
 	assert_int_equal(fx_load_check(&db, &after, logs, 1, &skipped), 0);
@@ -260,6 +263,8 @@ main(void)
 	cf.retrier.sweep_interval_s = 1;
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	harness_stop(proc, SIGKILL, 10000);
+	harness_stop(ret, SIGKILL, 10000);
 	db_close(&db);
 	harness_teardown(&cf);
 	return rc;

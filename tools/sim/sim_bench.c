@@ -30,13 +30,14 @@ static const char *SQL_RESERVE_PAY =
 static const char *SQL_ORDER =
     "INSERT INTO orders (merchant_id, out_trade_no, amount, currency) VALUES (?, ?, ?, ?)";
 static const char *SQL_PRECHECK =
-    "SELECT c.status, c.retry_count, (SELECT COUNT(*) FROM pay_callback_log e WHERE "
-    "e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "
-    "e.retry_count = 0 AND (e.created_at < c.created_at OR (e.created_at = c.created_at AND "
-    "e.id < c.id))) + (SELECT COUNT(*) FROM refund_callback_log e WHERE e.merchant_id = "
-    "c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND e.retry_count = 0 "
-    "AND e.created_at < c.created_at), TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV "
-    "1000 FROM pay_callback_log c WHERE c.id = ?";
+    "SELECT c.status, c.retry_count, (SELECT COUNT(*) FROM pay_callback_log e FORCE INDEX "
+    "(idx_order) WHERE e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND "
+    "e.status = 0 AND e.retry_count = 0 AND (e.created_at < c.created_at OR (e.created_at = "
+    "c.created_at AND e.id < c.id))) + (SELECT COUNT(*) FROM refund_callback_log e FORCE "
+    "INDEX (idx_order) WHERE e.merchant_id = c.merchant_id AND e.out_trade_no = "
+    "c.out_trade_no AND e.status = 0 AND e.retry_count = 0 AND e.created_at < c.created_at), "
+    "TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000 FROM pay_callback_log c WHERE "
+    "c.id = ?";
 static const char *SQL_LOCK_ROW =
     "SELECT merchant_id, channel, channel_trade_no, out_trade_no, CAST(amount AS CHAR), "
     "currency, status, retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), "
