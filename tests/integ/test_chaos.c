@@ -71,6 +71,7 @@ struct job {
 	char trade[2][48];
 	int copies;
 	atomic_int acked[2];
+	atomic_int started; /* a sender took it before the load stopped */
 };
 
 struct daemon {
@@ -201,6 +202,7 @@ sender(void *arg)
 		if (i >= njobs || atomic_load(&stop_load))
 			return NULL;
 		struct job *j = &jobs[i];
+		atomic_store(&j->started, 1);
 		/* Jobs are spread over the load time, so faults and changes meet traffic. */
 		long long due = t_start + (long long)i * load_seconds * 1000 / njobs;
 		while (harness_now_ms() < due && !atomic_load(&stop_load))
@@ -461,7 +463,7 @@ quiet(void *arg)
 static void
 invariants_hold_when_quiet(void **state)
 {
-	long long lost = 0, doubled = 0, wrong = 0, processed, dead;
+	long long lost = 0, doubled = 0, wrong = 0, unsent = 0, processed, dead;
 	char clause[256];
 	struct db db;
 
@@ -482,6 +484,14 @@ invariants_hold_when_quiet(void **state)
 					refund ? "refund_no" : "channel_trade_no", j->trade[w]) == 0)
 				lost++;
 		}
+		/*
+		 * Senders held up by faults fall behind the schedule, and the jobs not yet taken
+		 * when the load stops are never sent: nothing can be expected of their orders.
+		 */
+		if (!atomic_load(&j->started)) {
+			unsent++;
+			continue;
+		}
 		if (j->kind == K_FORGED)
 			continue;
 		snprintf(clause, sizeof(clause), "order_events WHERE out_trade_no = '%s'", j->order);
@@ -495,7 +505,8 @@ invariants_hold_when_quiet(void **state)
 			 : j->kind == K_MISMATCH ? "PENDING"
 			 : j->kind == K_REFUND	 ? "REFUNDED"
 						 : "PAID");
-		if (q(&db, clause) != 1)
+		long long before = wrong, st_ok = q(&db, clause);
+		if (st_ok != 1)
 			wrong++;
 		switch (j->kind) {
 		case K_NORMAL:
@@ -519,20 +530,27 @@ invariants_hold_when_quiet(void **state)
 			wrong += ev != 0 || rr != 0;
 			break;
 		}
+		if (wrong != before && wrong <= 20) /* the first few, to start from */
+			printf("# wrong: order %s kind %d status_as_expected=%lld events=%lld "
+			       "refund_requests=%lld\n",
+			       j->order, j->kind, st_ok, ev, rr);
 	}
 	processed = q(&db, "pay_callback_log WHERE status = 1");
 	dead = q(&db, "pay_callback_log WHERE status = 2");
 	printf("# seed=%u load_seconds=%d\n# faults:", seed, load_seconds);
 	for (int f = 0; f < F_NFAULTS; f++)
 		printf(" %s=%d", fault_names[f], faults[f]);
-	printf("\n# sent=%d acknowledged=%d processed=%lld dead_lettered=%lld forged_refused=%d "
-	       "pending=%lld lost=%lld doubled=%lld wrong=%lld\n",
-	       atomic_load(&sent), atomic_load(&acked), processed, dead,
+	printf("\n# jobs=%d not_sent=%lld sent=%d acknowledged=%d processed=%lld "
+	       "dead_lettered=%lld forged_refused=%d pending=%lld lost=%lld doubled=%lld "
+	       "wrong=%lld\n",
+	       njobs, unsent, atomic_load(&sent), atomic_load(&acked), processed, dead,
 	       atomic_load(&refused_forged), q(&db, "pay_callback_log WHERE status = 0"), lost,
 	       doubled, wrong);
 	assert_int_equal(lost, 0);
 	assert_int_equal(doubled, 0);
 	assert_int_equal(wrong, 0);
+	/* Most of the load must have run, or the invariants say little. */
+	assert_true(unsent * 4 < njobs);
 	assert_int_equal(q(&db, "pay_callback_log WHERE status = 0"), 0);
 	assert_int_equal(q(&db, "refund_callback_log WHERE status = 0"), 0);
 	assert_int_equal(q(&db, "pay_callback_log WHERE out_trade_no LIKE 'FORGED%'"), 0);
