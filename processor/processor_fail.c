@@ -6,10 +6,10 @@
  * A retryable failure is recorded outside the rolled-back transaction, on the row itself:
  * retry_count + 1, last_error, and next_retry_at = now, so the row is due at once and the
  * retrier (the one scheduler) republishes it on the next step's delay topic; a second copy
- * of the same attempt does not count again. A dead row
- * never comes back by itself: its dead letter goes to <prefix>.callbacks.dlq before the
- * commit, so a committed dead row always has its dead letter (at least once: a commit that
- * fails after the publish sends it again on redelivery; the row id identifies duplicates).
+ * of the same attempt does not count again. A dead row never comes back by itself: its dead
+ * letter goes to <prefix>.callbacks.dlq before the commit, so a committed dead row always
+ * has its dead letter (at least once: a commit that fails after the publish sends it again
+ * on redelivery; the row id identifies duplicates).
  */
 #include "processor.h"
 

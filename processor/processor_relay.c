@@ -86,6 +86,7 @@ proc_relay_mark(struct proc_relay *rl, struct proc_relay_item **items, const int
 	}
 }
 
+/* proc_relay_batch - publishes a batch, waits for it and marks what was delivered */
 static void
 proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
 {

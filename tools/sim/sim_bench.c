@@ -7,9 +7,9 @@
  * the statements the processor issues for one payment (processor_handle.c, _pay.c,
  * _outbox.c: the unlocked look at the row and its order's earlier callbacks, then in one
  * transaction the row and the order locked FOR UPDATE, the conditional UPDATE, two outbox
- * INSERTs and the done mark), without Kafka: the ceiling for a processor's transaction. The processor does more than that per callback
- * (it consumes, publishes both events and marks them sent, in batches, after the commit);
- * none of it is in the ceiling.
+ * INSERTs and the done mark), without Kafka: the ceiling for a processor's transaction.
+ * The processor does more than that per callback (it consumes, publishes both events and
+ * marks them sent, in batches, after the commit); none of it is in the ceiling.
  *
  * `drain` waits until a backlog of rows is finished and reports how fast the processors
  * finished it, from the rows' own done_at times, so the polling interval does not enter.
