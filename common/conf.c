@@ -104,6 +104,9 @@ static const struct cfg_setting processor_tab[] = {
 	INT("order_wait_s", "300", 0, 86400, PR(order_wait_s),
 	    "how long a callback is deferred, not failed, while an earlier callback of its order "
 	    "has not had its first attempt (per-order order across partitions); 0 = off"),
+	INT("relay_linger_ms", "50", 0, 1000, PR(relay_linger_ms),
+	    "how long the outbox relay lets events gather before it publishes them; each "
+	    "publish is one produce request, which costs the broker more than its events"),
 	END};
 
 #define RR(f) offsetof(struct conf_retrier, f)

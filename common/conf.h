@@ -61,6 +61,7 @@ struct conf_processor {
 	long long admin_port;
 	long long db_outage_max_s;
 	long long order_wait_s;
+	long long relay_linger_ms;
 };
 
 struct conf_retrier {

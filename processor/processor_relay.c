@@ -5,8 +5,11 @@
  * A worker that committed a transaction queues its events here and goes on with its next
  * message; it no longer waits for two delivery reports and two autocommit UPDATEs per
  * callback, which cost more than the transaction itself. The relay takes everything queued at
- * once, produces it all, waits for the delivery reports against one deadline, and marks the
- * delivered rows sent, up to 32 to a statement.
+ * once, produces it all and waits for the delivery reports against one deadline. The
+ * delivered rows are marked sent in chunks of 32 to a statement, a chunk as soon as it is
+ * full and whatever is left once the oldest delivered row has waited PROC_RELAY_MARK_DELAY_MS.
+ * Marking each batch at once cost an autocommit UPDATE, and a redo log flush, per callback,
+ * because batches are small when the processor is not behind.
  *
  * Nothing here can lose an effect: the events are committed rows before they are queued. A
  * crash with a full queue, a failed delivery or a failed mark leaves rows with sent_at NULL,
@@ -21,11 +24,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
 #define PROC_RELAY_QUEUE_MAX 4096
 #define PROC_RELAY_BATCH_MAX 512
+/*
+ * How long a delivered row may wait for its sent mark. It only has to be well inside the
+ * retrier's outbox_after_s (a row unsent for that long is published again), and the wait
+ * lets the marks of many small batches share one statement.
+ */
+#define PROC_RELAY_MARK_DELAY_MS 200
+#define PROC_RELAY_MARKS_MAX	 (4 * PROC_RELAY_BATCH_MAX)
 
 struct proc_relay_item {
 	struct proc_relay_item *next;
@@ -44,7 +55,12 @@ struct proc_relay {
 	pthread_cond_t more, room;
 	struct proc_relay_item *head, *tail;
 	int queued;
+	long long head_since_ms; /* when the oldest queued item was queued */
 	int stop;
+	/* Delivered rows not yet marked sent, and when the oldest of them was delivered. */
+	unsigned long long marks[PROC_RELAY_MARKS_MAX];
+	int nmarks;
+	long long marks_since_ms;
 };
 
 /*
@@ -59,31 +75,38 @@ static const char SQL_MARK_SENT[] =
     "UPDATE order_events SET sent_at = NOW(3) WHERE sent_at IS NULL AND id IN (" Q32 ")";
 
 /*
- * proc_relay_mark - marks the delivered rows of a batch sent. Each statement commits by
- * itself: a mark that is lost only means the sweep publishes the event again.
+ * proc_relay_mark - marks pending delivered rows sent: the full chunks, or every one when
+ * all is set. Each statement commits by itself: a mark that is lost only means the sweep
+ * publishes the event again, so a failed statement drops its chunk rather than keep it.
  */
 static void
-proc_relay_mark(struct proc_relay *rl, struct proc_relay_item **items, const int *ok, int n)
+proc_relay_mark(struct proc_relay *rl, int all)
 {
 	struct db_in in[PROC_RELAY_MARK_IDS];
-	int i = 0;
+	int done = 0;
 
-	while (i < n) {
+	while (rl->nmarks - done >= (all ? 1 : PROC_RELAY_MARK_IDS)) {
 		int k = 0;
 
-		for (; i < n && k < PROC_RELAY_MARK_IDS; i++)
-			if (ok[i])
-				in[k++] = DBI_I64(items[i]->row);
-		if (k == 0)
-			break;
+		for (; done < rl->nmarks && k < PROC_RELAY_MARK_IDS; done++)
+			in[k++] = DBI_I64(rl->marks[done]);
 		for (int j = k; j < PROC_RELAY_MARK_IDS; j++)
 			in[j] = in[0];
-		if (db_exec(&rl->db, SQL_MARK_SENT, in, PROC_RELAY_MARK_IDS, NULL, NULL) != DB_OK) {
+		if (db_exec(&rl->db, SQL_MARK_SENT, in, PROC_RELAY_MARK_IDS, NULL, NULL) != DB_OK)
 			log_warn(NULL, "event=outbox_mark_failed rows=%d error=\"%s\"", k,
 				 rl->db.last_error);
-			return;
-		}
 	}
+	memmove(rl->marks, rl->marks + done, (size_t)(rl->nmarks - done) * sizeof(rl->marks[0]));
+	rl->nmarks -= done;
+	if (rl->nmarks > 0 && done > 0)
+		rl->marks_since_ms = proc_mono_ms();
+}
+
+/* proc_relay_marks_due - whether the oldest pending mark has waited long enough */
+static int
+proc_relay_marks_due(const struct proc_relay *rl)
+{
+	return rl->nmarks > 0 && proc_mono_ms() - rl->marks_since_ms >= PROC_RELAY_MARK_DELAY_MS;
 }
 
 /* proc_relay_batch - publishes a batch, waits for it and marks what was delivered */
@@ -91,7 +114,6 @@ static void
 proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
 {
 	struct kq_wait *waits[PROC_RELAY_BATCH_MAX];
-	int ok[PROC_RELAY_BATCH_MAX], delivered = 0;
 	struct timespec dl;
 	char err[256];
 
@@ -107,7 +129,6 @@ proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
 	}
 	kq_deadline(&dl, PROC_PUBLISH_WAIT_MS);
 	for (int i = 0; i < n; i++) {
-		ok[i] = 0;
 		if (waits[i] == NULL)
 			continue;
 		if (kq_wait_end(waits[i], &dl, err, sizeof(err)) != 0) {
@@ -115,11 +136,13 @@ proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
 				 items[i]->row, err);
 			continue;
 		}
-		ok[i] = 1;
-		delivered++;
+		if (rl->nmarks == PROC_RELAY_MARKS_MAX)
+			proc_relay_mark(rl, 1);
+		if (rl->nmarks == 0)
+			rl->marks_since_ms = proc_mono_ms();
+		rl->marks[rl->nmarks++] = items[i]->row;
 	}
-	if (delivered > 0)
-		proc_relay_mark(rl, items, ok, n);
+	proc_relay_mark(rl, proc_relay_marks_due(rl));
 }
 
 static void *
@@ -127,16 +150,49 @@ proc_relay_main(void *arg)
 {
 	struct proc_relay *rl = arg;
 	struct proc_relay_item *items[PROC_RELAY_BATCH_MAX];
+	long long linger_ms = rl->p->cf->processor.relay_linger_ms;
 
 	for (;;) {
 		int n = 0;
 
 		pthread_mutex_lock(&rl->mu);
-		while (rl->head == NULL && !rl->stop)
-			pthread_cond_wait(&rl->more, &rl->mu);
-		if (rl->head == NULL) { /* stopping, and everything queued is relayed */
+		while (rl->head == NULL && !rl->stop) {
+			struct timespec dl;
+			long long left;
+
+			if (rl->nmarks == 0) {
+				pthread_cond_wait(&rl->more, &rl->mu);
+				continue;
+			}
+			if (proc_relay_marks_due(rl))
+				break;
+			/* Nothing to relay: wake when the pending marks are due. */
+			left = rl->marks_since_ms + PROC_RELAY_MARK_DELAY_MS - proc_mono_ms();
+			kq_deadline(&dl, left > 1 ? (int)left : 1);
+			pthread_cond_timedwait(&rl->more, &rl->mu, &dl);
+		}
+		if (rl->head == NULL) {
+			int stopping = rl->stop;
+
 			pthread_mutex_unlock(&rl->mu);
-			break;
+			/* Marks due, or stopping with everything queued relayed: the last marks. */
+			proc_relay_mark(rl, 1);
+			if (stopping)
+				break;
+			continue;
+		}
+		/*
+		 * Linger: every batch costs the broker a produce request, which costs it more
+		 * than the events in it, so the relay lets a batch gather for a moment.
+		 */
+		while (rl->head && !rl->stop && rl->queued < PROC_RELAY_BATCH_MAX) {
+			long long left = rl->head_since_ms + linger_ms - proc_mono_ms();
+			struct timespec dl;
+
+			if (left <= 0)
+				break;
+			kq_deadline(&dl, (int)left);
+			pthread_cond_timedwait(&rl->more, &rl->mu, &dl);
 		}
 		while (rl->head && n < PROC_RELAY_BATCH_MAX) {
 			items[n++] = rl->head;
@@ -144,6 +200,8 @@ proc_relay_main(void *arg)
 		}
 		if (rl->head == NULL)
 			rl->tail = NULL;
+		else
+			rl->head_since_ms = proc_mono_ms();
 		rl->queued -= n;
 		pthread_cond_broadcast(&rl->room);
 		pthread_mutex_unlock(&rl->mu);
@@ -235,13 +293,17 @@ proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r
 		pthread_mutex_lock(&rl->mu);
 		while (rl->queued >= PROC_RELAY_QUEUE_MAX && !rl->stop)
 			pthread_cond_wait(&rl->room, &rl->mu);
-		if (rl->tail)
+		if (rl->tail) {
 			rl->tail->next = it;
-		else
+		} else {
 			rl->head = it;
+			rl->head_since_ms = proc_mono_ms();
+		}
 		rl->tail = it;
 		rl->queued++;
-		pthread_cond_signal(&rl->more);
+		/* The relay waits for a first item, or lingers until a batch is full. */
+		if (rl->head == it || rl->queued == PROC_RELAY_BATCH_MAX)
+			pthread_cond_signal(&rl->more);
 		pthread_mutex_unlock(&rl->mu);
 	}
 }
