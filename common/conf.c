@@ -105,8 +105,8 @@ static const struct cfg_setting processor_tab[] = {
 	    "how long a callback is deferred, not failed, while an earlier callback of its order "
 	    "has not had its first attempt (per-order order across partitions); 0 = off"),
 	INT("relay_linger_ms", "50", 0, 1000, PR(relay_linger_ms),
-	    "how long the outbox relay lets events gather before it publishes them; each "
-	    "publish is one produce request, which costs the broker more than its events"),
+	    "how long the outbox relay lets events gather before it publishes them; a publish "
+	    "costs the broker a produce request per partition, more than the events in it"),
 	END};
 
 #define RR(f) offsetof(struct conf_retrier, f)

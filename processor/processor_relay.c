@@ -182,7 +182,8 @@ proc_relay_main(void *arg)
 			continue;
 		}
 		/*
-		 * Linger: every batch costs the broker a produce request, which costs it more
+		 * Linger: every batch costs the broker a produce request per partition in it
+		 * (librdkafka sends one partition to a request), and a request costs it more
 		 * than the events in it, so the relay lets a batch gather for a moment.
 		 */
 		while (rl->head && !rl->stop && rl->queued < PROC_RELAY_BATCH_MAX) {
