@@ -216,11 +216,13 @@ report() {
 		"$(kv "$B/storm.kv" sent) pushes answered success, p50 $(ms "$(kv "$B/storm.kv" ack_p50_us)") ms," \
 		"p99 $(ms "$(kv "$B/storm.kv" ack_p99_us)") ms, max $(ms "$(kv "$B/storm.kv" ack_max_us)") ms; one row"
 	echo
-	echo "3. processing: backlog of $N_BACKLOG payments, 12 partitions, 1 thread per processor"
-	printf '   %-11s %13s | %20s %9s %9s | %s\n' processors callbacks/s "db same stmts tx/s" "p50 ms" \
-		"p99 ms" "processors/db"
+	echo "3. processing: backlog of $N_BACKLOG payments, 12 partitions, 1 thread per processor" \
+		"(pause: the longest time between two rows done)"
+	printf '   %-11s %13s %10s | %20s %9s %9s | %s\n' processors callbacks/s "pause ms" \
+		"db same stmts tx/s" "p50 ms" "p99 ms" "processors/db"
 	for k in 1 2 4; do
-		printf '   %-11s %13s | %20s %9s %9s | %s\n' "$k" "$(kv "$B/drain-$k.kv" drain_rate)" \
+		printf '   %-11s %13s %10s | %20s %9s %9s | %s\n' "$k" "$(kv "$B/drain-$k.kv" drain_rate)" \
+			"$(ms "$(kv "$B/drain-$k.kv" drain_max_gap_us)")" \
 			"$(kv "$B/dbprocess-$k.kv" rate)" "$(ms "$(kv "$B/dbprocess-$k.kv" p50_us)")" \
 			"$(ms "$(kv "$B/dbprocess-$k.kv" p99_us)")" \
 			"$(ratio "$(kv "$B/drain-$k.kv" drain_rate)" "$(kv "$B/dbprocess-$k.kv" rate)")"
