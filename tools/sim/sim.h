@@ -134,10 +134,44 @@ int sim_conn_open(struct sim_conn *c, int timeout_ms);
  */
 int sim_http_post(struct sim_conn *c, const char *path, const char *headers, const void *body,
                   size_t len, int timeout_ms, struct sim_answer *a);
+/* Formats a POST's request line and headers into out; returns their length or -1. */
+int sim_http_head(const struct sim_conn *c, const char *path, const char *headers, size_t len,
+                  char *out, size_t outlen);
+/*
+ * Parses the got bytes of an answer in buf (which has room for one more byte, a NUL).
+ * closed says the connection has ended. Returns 0 with a filled (status, body), 1 when more
+ * bytes are needed, -1 for a malformed or cut-off answer. *keep: the connection may be reused.
+ */
+int sim_http_parse(char *buf, size_t got, int closed, struct sim_answer *a, int *keep);
 /* A GET, for readiness checks. */
 int sim_http_get(const char *addr, int port, const char *path, int timeout_ms,
                  struct sim_answer *a);
 void sim_conn_close(struct sim_conn *c);
+
+/* ---- sim_storm.c ----------------------------------------------------------------------- */
+
+/* One storm copy: its connection, its request, when it is to go and what came back. */
+struct sim_storm_req {
+	struct sim_conn c;
+	char head[2048];
+	int hlen;
+	const void *body;
+	size_t blen;
+	long long at_us; /* the monotonic instant to send */
+	size_t sent, got;
+	long long t_send;
+	int done;
+	struct sim_answer a;
+};
+
+/* Opens every copy's connection; returns how many opened (the others have fd -1). */
+int sim_storm_open(struct sim_storm_req *r, int n, const char *addr, int port, int timeout_ms);
+/*
+ * Sends every copy at its instant and reads the answers on one thread; done(arg, i) is called
+ * once per copy, as soon as its answer is whole or it failed (a.status 0) or timed out.
+ */
+void sim_storm_run(struct sim_storm_req *r, int n, int timeout_ms, void (*done)(void *, int),
+                   void *arg);
 
 /* ---- sim_notify.c ---------------------------------------------------------------------- */
 

@@ -11,8 +11,9 @@
  *
  * Due chains sit in one min-heap ordered by due time and then by a random tie, so chains due
  * together go out in random order. --concurrency worker threads each own one keep-alive
- * connection. Storm copies are different: each has its own thread and connection, opened
- * beforehand, and all are sent at the same instant; their re-pushes, if any, join the heap.
+ * connection. Storm copies are different: each has its own connection, opened beforehand,
+ * and one thread sends them all at their instant (sim_storm.c); their re-pushes, if any,
+ * join the heap.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -47,7 +48,6 @@ struct sim_engine {
 	int nworkers, nthreads;
 	int storm_ready, storm_go;
 	int *burst_dels;
-	atomic_int burst_next;
 };
 
 /* ---- the heap ------------------------------------------------------------------------ */
@@ -157,6 +157,38 @@ finish(struct sim_engine *e, int di, int ok, long long now)
 	pthread_cond_broadcast(&e->cv);
 }
 
+/* book - counts the answer a of one push of d (sent: a request went out) and books it. */
+static void
+book(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
+{
+	const struct sim_note *n = &e->p->notes[e->p->dels[di].note];
+	long long t;
+	int ok = 0;
+
+	if (!sent) {
+		/* Cannot happen with valid keys; counted as a failed push so it is visible. */
+		atomic_fetch_add(&e->st->errors, 1);
+	} else {
+		atomic_fetch_add(&e->st->sent, 1);
+		atomic_fetch_add(
+		    &e->st->status[n->ch][a->status > 0 && a->status < SIM_STATUS_MAX ? a->status : 0],
+		    1);
+		ok = sim_answer_ok(n->ch, a);
+		if (a->status > 0)
+			sim_lat_add(&e->st->ack, a->us);
+		atomic_fetch_add(a->status == 0 ? &e->st->errors
+		                 : ok           ? &e->st->ok
+		                                : &e->st->failed,
+		                 1);
+	}
+	t = sim_now_us();
+	if (ok)
+		atomic_store(&e->st->last_ok_us, t);
+	pthread_mutex_lock(&e->mu);
+	finish(e, di, ok, t);
+	pthread_mutex_unlock(&e->mu);
+}
+
 /* push - sends delivery di once on c and books the answer. */
 static void
 push(struct sim_engine *e, struct sim_conn *c, int di)
@@ -167,35 +199,17 @@ push(struct sim_engine *e, struct sim_conn *c, int di)
 	struct sim_blob *b = sim_note_get(m, n, now);
 	char headers[2048];
 	struct sim_answer a;
-	long long t, zero = 0;
-	int ok = 0;
+	long long zero = 0;
+	int sent = 0;
 
 	memset(&a, 0, sizeof(a));
-	if (b == NULL || sim_note_headers(m, n, b, now, headers, sizeof(headers)) != 0) {
-		/* Cannot happen with valid keys; counted as a failed push so it is visible. */
-		atomic_fetch_add(&e->st->errors, 1);
-	} else {
+	if (b != NULL && sim_note_headers(m, n, b, now, headers, sizeof(headers)) == 0) {
 		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, sim_now_us());
 		sim_http_post(c, n->path, headers, b->body, b->len, e->o->timeout_ms, &a);
-		atomic_fetch_add(&e->st->sent, 1);
-		atomic_fetch_add(
-		    &e->st->status[n->ch][a.status > 0 && a.status < SIM_STATUS_MAX ? a.status : 0],
-		    1);
-		ok = sim_answer_ok(n->ch, &a);
-		if (a.status > 0)
-			sim_lat_add(&e->st->ack, a.us);
-		atomic_fetch_add(a.status == 0 ? &e->st->errors
-		                 : ok          ? &e->st->ok
-		                               : &e->st->failed,
-		                 1);
+		sent = 1;
 	}
 	sim_blob_put(b);
-	t = sim_now_us();
-	if (ok)
-		atomic_store(&e->st->last_ok_us, t);
-	pthread_mutex_lock(&e->mu);
-	finish(e, di, ok, t);
-	pthread_mutex_unlock(&e->mu);
+	book(e, di, &a, sent);
 }
 
 /* ---- threads ------------------------------------------------------------------------- */
@@ -245,33 +259,90 @@ worker(void *arg)
 	return NULL;
 }
 
-/* storm_copy - one storm copy: its own connection, sent with all the others at once. */
+/* The storm's copies, as the storm thread hands them to sim_storm_run. */
+struct storm {
+	struct sim_engine *e;
+	struct sim_storm_req *r;
+	struct sim_blob **blobs;
+	int n;
+};
+
+static void
+storm_done(void *arg, int i)
+{
+	struct storm *s = arg;
+
+	book(s->e, s->e->burst_dels[i], &s->r[i].a, s->blobs[i] != NULL);
+	sim_blob_put(s->blobs[i]);
+	s->blobs[i] = NULL;
+}
+
+/*
+ * storm_main - every storm copy, from one thread (sim_storm.c): the connections are opened
+ * before the clock starts, like the workers', and each copy goes at its instant.
+ */
 static void *
-storm_copy(void *arg)
+storm_main(void *arg)
 {
 	struct sim_engine *e = arg;
-	int di = e->burst_dels[atomic_fetch_add(&e->burst_next, 1)];
-	struct sim_conn c;
-	struct timespec ts;
-	long long at;
+	struct storm s = {e, NULL, NULL, e->p->bursts};
+	time_t now;
 
-	sim_conn_init(&c, e->addr, e->port);
-	sim_conn_open(&c, e->o->timeout_ms);
+	s.r = calloc((size_t)s.n, sizeof(*s.r));
+	s.blobs = calloc((size_t)s.n, sizeof(*s.blobs));
+	if (s.r != NULL && s.blobs != NULL)
+		sim_storm_open(s.r, s.n, e->addr, e->port, e->o->timeout_ms);
 	pthread_mutex_lock(&e->mu);
-	e->storm_ready++;
+	e->storm_ready = s.n;
 	pthread_cond_broadcast(&e->cv);
 	while (!e->storm_go && !e->stop)
 		pthread_cond_wait(&e->cv, &e->mu);
-	at = e->t0 + e->p->dels[di].start_us;
 	pthread_mutex_unlock(&e->mu);
-	/* Every copy waits for the same instant on the monotonic clock, then sends. */
-	abs_deadline(&ts, at);
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-	if (!e->stop)
-		push(e, &c, di);
-	sim_conn_close(&c);
-	free(c.buf);
+	if (s.r == NULL || s.blobs == NULL || e->stop)
+		goto done;
+	now = time(NULL);
+	for (int i = 0; i < s.n; i++) {
+		int di = e->burst_dels[i];
+		struct sim_note *n = &e->p->notes[e->p->dels[di].note];
+		const struct sim_merchant *m = &e->m[n->merchant];
+		struct sim_storm_req *q = &s.r[i];
+		char headers[2048];
+
+		q->at_us = e->t0 + e->p->dels[di].start_us;
+		s.blobs[i] = sim_note_get(m, n, now);
+		if (s.blobs[i] == NULL ||
+		    sim_note_headers(m, n, s.blobs[i], now, headers, sizeof(headers)) != 0 ||
+		    (q->hlen = sim_http_head(&q->c, n->path, headers, s.blobs[i]->len, q->head,
+		                             sizeof(q->head))) < 0) {
+			/* Booked as a push that could not be made, like push() does. */
+			sim_blob_put(s.blobs[i]);
+			s.blobs[i] = NULL;
+			sim_conn_close(&q->c);
+			continue;
+		}
+		q->body = s.blobs[i]->body;
+		q->blen = s.blobs[i]->len;
+	}
+	{
+		long long zero = 0, first = s.r[0].at_us;
+
+		for (int i = 1; i < s.n; i++)
+			if (s.r[i].at_us < first)
+				first = s.r[i].at_us;
+		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, first);
+	}
+	sim_storm_run(s.r, s.n, e->o->timeout_ms, storm_done, &s);
+done:
+	if (s.r != NULL)
+		for (int i = 0; i < s.n; i++) {
+			sim_conn_close(&s.r[i].c);
+			free(s.r[i].c.buf);
+		}
+	if (s.blobs != NULL)
+		for (int i = 0; i < s.n; i++)
+			sim_blob_put(s.blobs[i]);
+	free(s.r);
+	free(s.blobs);
 	return NULL;
 }
 
@@ -315,12 +386,14 @@ sim_engine_start(struct sim_engine **out, struct sim_plan *p, const struct sim_m
 	for (int i = 0; i < o->concurrency; i++, e->nworkers++, e->nthreads++)
 		if (pthread_create(&e->threads[e->nthreads], &attr, worker, e) != 0)
 			goto done;
-	/* The storm threads open their connections and wait for the start, like the workers. */
-	for (int i = 0; i < nb; i++, e->nthreads++)
-		if (pthread_create(&e->threads[e->nthreads], &attr, storm_copy, e) != 0) {
-			snprintf(err, errlen, "cannot start %d storm threads", nb);
+	/* The storm thread opens its connections and waits for the start, like the workers. */
+	if (nb > 0) {
+		if (pthread_create(&e->threads[e->nthreads], &attr, storm_main, e) != 0) {
+			snprintf(err, errlen, "cannot start the storm thread");
 			goto done;
 		}
+		e->nthreads++;
+	}
 	pthread_mutex_lock(&e->mu);
 	while (e->connected < e->nworkers || e->storm_ready < nb)
 		pthread_cond_wait(&e->cv, &e->mu);

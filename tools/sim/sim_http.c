@@ -118,6 +118,42 @@ send_all(int fd, struct iovec *iov, int n, long long deadline_us)
 	return 0;
 }
 
+int
+sim_http_parse(char *buf, size_t got, int closed, struct sim_answer *a, int *keep)
+{
+	const char *cl, *conn;
+	char *end;
+	size_t hlen;
+	long long clen = -1;
+
+	*keep = 0;
+	buf[got] = '\0';
+	if (got <= 4 || (end = strstr(buf, "\r\n\r\n")) == NULL)
+		return closed ? -1 : 1;
+	if (got < 12 || strncmp(buf, "HTTP/1.", 7) != 0)
+		return -1;
+	hlen = (size_t)(end - buf) + 4;
+	cl = strcasestr(buf, "\r\ncontent-length:");
+	conn = strcasestr(buf, "\r\nconnection:");
+	a->status = atoi(buf + 9);
+	if (cl != NULL && cl < end)
+		clen = strtoll(cl + 17, NULL, 10);
+	*keep = clen >= 0 && buf[7] == '1' &&
+	        !(conn != NULL && conn < end &&
+	          strncasecmp(conn + 13 + strspn(conn + 13, " "), "close", 5) == 0);
+	/* 204 and 304 have no body whatever the headers say. */
+	if (a->status == 204 || a->status == 304)
+		clen = 0;
+	if (clen >= 0 ? got < hlen + (size_t)clen : !closed)
+		return closed ? -1 : 1;
+	a->body_len = got - hlen;
+	if (a->body_len >= sizeof(a->body))
+		a->body_len = sizeof(a->body) - 1;
+	memcpy(a->body, buf + hlen, a->body_len);
+	a->body[a->body_len] = '\0';
+	return 0;
+}
+
 /*
  * read_answer - reads one answer. Returns 0 with a filled, 1 when the connection closed
  * before the first byte (a stale keep-alive connection), -1 on anything else. *keep says
@@ -126,47 +162,23 @@ send_all(int fd, struct iovec *iov, int n, long long deadline_us)
 static int
 read_answer(struct sim_conn *c, long long deadline_us, struct sim_answer *a, int *keep)
 {
-	size_t got = 0, hlen = 0, want = 0;
-	long long clen = -1;
-	char *end = NULL;
+	size_t got = 0;
 
 	*keep = 0;
 	for (;;) {
 		ssize_t k;
+		int r = got > 0 ? sim_http_parse(c->buf, got, 0, a, keep) : 1;
 
-		if (end == NULL && got > 4) {
-			c->buf[got] = '\0';
-			if ((end = strstr(c->buf, "\r\n\r\n")) != NULL) {
-				const char *cl = strcasestr(c->buf, "\r\ncontent-length:");
-				const char *conn = strcasestr(c->buf, "\r\nconnection:");
-
-				hlen = (size_t)(end - c->buf) + 4;
-				if (strncmp(c->buf, "HTTP/1.", 7) != 0 || got < 12)
-					return -1;
-				a->status = atoi(c->buf + 9);
-				if (cl != NULL && cl < end)
-					clen = strtoll(cl + 17, NULL, 10);
-				*keep = clen >= 0 && c->buf[7] == '1' &&
-				        !(conn != NULL && conn < end &&
-				          strncasecmp(conn + 13 + strspn(conn + 13, " "), "close",
-				                      5) == 0);
-				/* 204 and 304 have no body whatever the headers say. */
-				if (a->status == 204 || a->status == 304)
-					clen = 0;
-				want = clen >= 0 ? hlen + (size_t)clen : 0;
-			}
-		}
-		if (end != NULL && clen >= 0 && got >= want)
-			break;
+		if (r <= 0)
+			return r;
 		if (got >= c->cap - 1)
 			return -1;
 		k = recv(c->fd, c->buf + got, c->cap - 1 - got, 0);
 		if (k == 0) {
 			if (got == 0)
 				return 1;
-			if (end != NULL && clen < 0)
-				break; /* the body ends with the connection */
-			return -1;
+			/* The body may end with the connection. */
+			return sim_http_parse(c->buf, got, 1, a, keep) == 0 ? 0 : -1;
 		}
 		if (k < 0) {
 			if ((errno == EAGAIN || errno == EINTR) &&
@@ -176,12 +188,18 @@ read_answer(struct sim_conn *c, long long deadline_us, struct sim_answer *a, int
 		}
 		got += (size_t)k;
 	}
-	a->body_len = got - hlen;
-	if (a->body_len >= sizeof(a->body))
-		a->body_len = sizeof(a->body) - 1;
-	memcpy(a->body, c->buf + hlen, a->body_len);
-	a->body[a->body_len] = '\0';
-	return 0;
+}
+
+int
+sim_http_head(const struct sim_conn *c, const char *path, const char *headers, size_t len,
+              char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen,
+	                 "POST %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: paycb-sim\r\n"
+	                 "Accept: */*\r\nContent-Length: %zu\r\n%s\r\n",
+	                 path, c->addr, c->port, len, headers ? headers : "");
+
+	return n < 0 || (size_t)n >= outlen ? -1 : n;
 }
 
 int
@@ -192,11 +210,7 @@ sim_http_post(struct sim_conn *c, const char *path, const char *headers, const v
 	int n, keep = 0;
 
 	memset(a, 0, sizeof(*a));
-	n = snprintf(head, sizeof(head),
-	             "POST %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: paycb-sim\r\n"
-	             "Accept: */*\r\nContent-Length: %zu\r\n%s\r\n",
-	             path, c->addr, c->port, len, headers ? headers : "");
-	if (n < 0 || (size_t)n >= sizeof(head))
+	if ((n = sim_http_head(c, path, headers, len, head, sizeof(head))) < 0)
 		return -1;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		long long t0 = sim_now_us(), deadline = t0 + (long long)timeout_ms * 1000;
