@@ -80,10 +80,13 @@ static const struct cfg_setting ingest_tab[] = {
 	INT("max_body_bytes", "65536", 1024, 1048576, IN(max_body_bytes),
 	    "larger bodies get 413 without being read"),
 	INT("max_inflight", "256", 1, 100000, IN(max_inflight),
-	    "requests served at once; beyond it 503 at once"),
+	    "requests admitted at once, running or queued for a worker; beyond it 503 at once"),
 	INT("max_unverified", "64", 1, 100000, IN(max_unverified),
 	    "requests not yet verified at once (smaller, so floods of junk cannot starve real "
 	    "traffic)"),
+	INT("workers", "256", 1, 4096, IN(workers),
+	    "threads that run requests (verify, reserve, publish); the connections themselves are "
+	    "read by one event loop, and admitted requests beyond the workers wait in a queue"),
 	INT("connection_timeout_s", "10", 1, 300, IN(connection_timeout_s),
 	    "idle/read timeout against slow clients"),
 	INT("publish_budget_ms", "2000", 10, 10000, IN(publish_budget_ms),

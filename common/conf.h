@@ -48,7 +48,7 @@ struct conf_ingest {
 	char *admin_addr;
 	long long admin_port;
 	long long max_body_bytes;
-	long long max_inflight, max_unverified;
+	long long max_inflight, max_unverified, workers;
 	long long connection_timeout_s;
 	long long publish_budget_ms;
 	long long timestamp_tolerance_s;

@@ -42,6 +42,21 @@ struct ingest_flight {
 	struct ingest_flight_entry *buckets[INGEST_FLIGHT_BUCKETS];
 };
 
+/* One request waiting for a worker (ingest_work.c); run is called on a worker thread. */
+struct ingest;
+struct ingest_job {
+	struct ingest_job *next;
+	void (*run)(struct ingest *in, struct ingest_job *j);
+};
+struct ingest_work {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct ingest_job *head, *tail;
+	int queued, stop;
+	pthread_t *threads;
+	int nthreads;
+};
+
 /* Outcomes of one request, for metrics and the answer. */
 enum outcome {
 	OUT_STORED = 0,   /* verified, reserved, published */
@@ -68,6 +83,7 @@ struct ingest {
 	int nmerchants;
 	struct ingest_pool pool;
 	struct ingest_flight flight;
+	struct ingest_work work;
 	struct kq_producer *kp;
 	char topic[256];
 	atomic_int inflight, unverified;
@@ -132,6 +148,10 @@ void ingest_handle(struct ingest *in, const struct ingest_req *req, struct inges
 void ingest_answer(enum channel ch, int ok, unsigned status, const char *msg,
 		   struct ingest_resp *resp);
 
+/* Starts n workers; ingest_work_stop runs what is queued, then ends them. */
+int ingest_work_start(struct ingest *in, int n, char *err, size_t errlen);
+void ingest_work_push(struct ingest *in, struct ingest_job *j);
+void ingest_work_stop(struct ingest *in);
 int ingest_http_start(struct ingest *in, char *err, size_t errlen);
 /* Stops accepting connections; in-flight requests go on. */
 void ingest_http_quiesce(struct ingest *in);

@@ -4,9 +4,15 @@
  * Routes: POST /pay/callback/{channel} (merchant "default") and
  * POST /pay/callback/{channel}/{merchant_id}. Unknown route, channel or merchant: 404; other
  * methods: 405; a body declared over ingest.max_body_bytes: 413 without reading it (a chunked
- * body that grows past it is discarded as it arrives, then 413). Each connection has
- * its own thread, because a request blocks on the database and on the delivery report; the
- * in-flight limit answers 503 at once instead of queueing past a channel's time budget.
+ * body that grows past it is discarded as it arrives, then 413).
+ *
+ * One event loop (libmicrohttpd's internal thread on epoll) reads every connection; a
+ * complete request is suspended and queued for a worker (ingest_work.c), which runs the flow
+ * and resumes the connection with its answer. The flow blocks on the database and on the
+ * delivery report, the loop never does, and the number of threads competing for the cores is
+ * the worker count, not the connection count. The in-flight limit answers 503 at once instead
+ * of queueing past a channel's time budget, and a request that waited in the queue longer
+ * than ingest.publish_budget_ms is answered 503 without being run (the channel pushes again).
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -14,27 +20,45 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "ingest.h"
 #include "log.h"
 
 #define MAX_HDRS 64
 
+struct hdr_set {
+	struct http_hdr h[MAX_HDRS];
+	size_t n;
+	int overflow;
+};
+
+/* Where a request is: reading its body, waiting for or held by a worker, answered. */
+enum req_state { RQ_READING = 0, RQ_QUEUED, RQ_DONE, RQ_SENT };
+
 struct req_ctx {
+	struct ingest_job job; /* first: a queued job is its request */
+	struct MHD_Connection *conn;
 	enum channel ch;
 	const struct ingest_merchant *im;
 	uint8_t *buf;
 	size_t len, cap;
 	int counted;   /* holds an in-flight slot */
 	int too_large; /* a chunked body passed the limit: discard the rest, then 413 */
-	int responded; /* the answer was queued */
+	enum req_state state;
+	long long queued_us;
+	struct hdr_set hs; /* the values point into the connection, valid until it completes */
+	struct ingest_resp resp;
 };
 
-struct hdr_set {
-	struct http_hdr h[MAX_HDRS];
-	size_t n;
-	int overflow;
-};
+static long long
+http_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static enum MHD_Result
 http_send(struct MHD_Connection *c, unsigned status, const char *type, const char *body)
@@ -157,15 +181,41 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 	return MHD_YES;
 }
 
+/* http_run - on a worker: the flow for one queued request, then the connection resumes. */
+static void
+http_run(struct ingest *in, struct ingest_job *j)
+{
+	struct req_ctx *x = (struct req_ctx *)j;
+	long long waited_ms = (http_now_us() - x->queued_us) / 1000;
+	struct ingest_req req;
+
+	if (waited_ms > in->cf->ingest.publish_budget_ms) {
+		/* Past the budget already: answering now beats running it late. */
+		memset(&x->resp, 0, sizeof(x->resp));
+		x->resp.outcome = OUT_BUSY;
+		ingest_answer(x->ch, 0, 503, "busy", &x->resp);
+		metrics_inc(in->m.requests[x->ch][OUT_BUSY], 1);
+		log_warn(NULL, "event=queue_timeout channel=%s merchant=%s queued_ms=%lld",
+			 channel_name(x->ch), x->im->cm->id, waited_ms);
+	} else {
+		req.ch = x->ch;
+		req.im = x->im;
+		req.hdrs = x->hs.h;
+		req.nhdrs = x->hs.n;
+		req.body = x->buf ? x->buf : (const uint8_t *)"";
+		req.len = x->len;
+		ingest_handle(in, &req, &x->resp);
+	}
+	x->state = RQ_DONE;
+	MHD_resume_connection(x->conn);
+}
+
 static enum MHD_Result
 http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	    const char *version, const char *upload, size_t *upload_len, void **con_cls)
 {
 	struct ingest *in = cls;
 	struct req_ctx *x = *con_cls;
-	struct ingest_resp resp;
-	struct ingest_req req;
-	struct hdr_set hs;
 
 	(void)version;
 	if (x == NULL)
@@ -201,27 +251,31 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 		x->len += n;
 		return MHD_YES;
 	}
-	if (x->responded)
+	if (x->state == RQ_DONE) {
+		/* Resumed by the worker: the answer is ready. */
+		x->state = RQ_SENT;
+		return http_send(c, x->resp.status, x->resp.type, x->resp.body);
+	}
+	if (x->state != RQ_READING)
 		return MHD_YES;
-	x->responded = 1;
+	x->state = RQ_SENT;
 	if (x->too_large) {
 		metrics_inc(in->m.http_errors[2], 1);
 		log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
 			 channel_name(x->ch), x->im->cm->id);
 		return http_fail(c, x->ch, 413, "body too large");
 	}
-	memset(&hs, 0, sizeof(hs));
-	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &hs);
-	if (hs.overflow)
+	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &x->hs);
+	if (x->hs.overflow)
 		return http_fail(c, x->ch, 400, "too many headers");
-	req.ch = x->ch;
-	req.im = x->im;
-	req.hdrs = hs.h;
-	req.nhdrs = hs.n;
-	req.body = x->buf ? x->buf : (const uint8_t *)"";
-	req.len = x->len;
-	ingest_handle(in, &req, &resp);
-	return http_send(c, resp.status, resp.type, resp.body);
+	/* Suspended before it is queued, so that a fast worker never resumes it too early. */
+	x->state = RQ_QUEUED;
+	x->conn = c;
+	x->queued_us = http_now_us();
+	x->job.run = http_run;
+	MHD_suspend_connection(c);
+	ingest_work_push(in, &x->job);
+	return MHD_YES;
 }
 
 static void
@@ -261,7 +315,7 @@ ingest_http_start(struct ingest *in, char *err, size_t errlen)
 	/* Connections beyond max_inflight are still accepted so that they get a 503, up to a
 	 * hard cap that protects the process itself. */
 	in->http = MHD_start_daemon(
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 		MHD_USE_ITC | MHD_USE_ERROR_LOG,
 	    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ci->connection_timeout_s,

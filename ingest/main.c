@@ -70,6 +70,7 @@ ingest_init(const struct conf *cf, void **state)
 		log_warn(NULL, "event=kafka_unavailable topic=%s action=continue", in->topic);
 	if (admin_start(cf->ingest.admin_addr, (int)cf->ingest.admin_port, ingest_ready, in,
 			&in->admin, err, sizeof(err)) != 0 ||
+	    ingest_work_start(in, (int)cf->ingest.workers, err, sizeof(err)) != 0 ||
 	    ingest_http_start(in, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=listen_failed error=\"%s\"", err);
 		return EXIT_UNAVAILABLE;
@@ -114,6 +115,9 @@ ingest_drain(void *state)
 		log_warn(NULL, "event=drain_timeout inflight=%d", atomic_load(&in->inflight));
 		rc = EXIT_SOFTWARE;
 	}
+	/* The queue is empty once nothing is in flight; the workers end before the listener,
+	 * which must have no suspended connection left when it stops. */
+	ingest_work_stop(in);
 	ingest_http_stop(in);
 	admin_stop(in->admin);
 	left = kq_flush(in->kp, 10000);
