@@ -164,7 +164,7 @@ docs: bin/paycb-migrate
 # tests/fuzz/test_fuzz_smoke.sh (part of make test) runs each for a few seconds.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer-no-link,address,undefined \
+FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -MMD -MP -fsanitize=fuzzer-no-link,address,undefined \
 		-Icommon -Iingest -Itests/support $(PKG_CFLAGS)
 FUZZ_SRCS    := $(wildcard common/*.c) $(filter-out ingest/main.c,$(wildcard ingest/*.c)) \
 		tests/support/testkeys.c tests/fuzz/fuzz_common.c

@@ -296,9 +296,25 @@ fx_read_topic(const struct conf *cf, const char *topic,
 	l = rd_kafka_topic_partition_list_new(np);
 	for (int i = 0; i < np; i++) {
 		int64_t lo = 0, hi = 0;
+		rd_kafka_resp_err_t e;
 
-		if (rd_kafka_query_watermark_offsets(rk, topic, i, &lo, &hi, 10000)) {
-			printf("# fixtures: watermarks of %s [%d] failed\n", topic, i);
+		/* A topic created a moment ago may not have its leader yet: such errors are
+		 * waited out (up to 20 tries of 10 s at most), anything else fails at once. */
+		for (int tries = 0;; tries++) {
+			e = rd_kafka_query_watermark_offsets(rk, topic, i, &lo, &hi, 10000);
+			if (e == RD_KAFKA_RESP_ERR_NO_ERROR ||
+			    (e != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
+			     e != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION &&
+			     e != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
+			     e != RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION &&
+			     e != RD_KAFKA_RESP_ERR__TRANSPORT) ||
+			    tries >= 20)
+				break;
+			rd_kafka_poll(rk, 100);
+		}
+		if (e) {
+			printf("# fixtures: watermarks of %s [%d] failed: %s\n", topic, i,
+			       rd_kafka_err2str(e));
 			goto done;
 		}
 		high[i] = hi;
