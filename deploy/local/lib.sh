@@ -122,6 +122,15 @@ port_in_use() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
+# port_ephemeral PORT - true if PORT lies in net.ipv4.ip_local_port_range, where the kernel
+# picks the local ports of outgoing connections: a listener there can find its port taken by
+# some client's connection of the moment ("Address already in use"), so it is worth a hint.
+port_ephemeral() {
+	local lo hi
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 1
+	((${1:-0} >= lo && ${1:-0} <= hi))
+}
+
 # fail_start NAME TIMEOUT_S LOG PORT REASON - the one failure report every start uses:
 # who failed, why, the errors this start logged and the end of its log, so a CI log
 # alone explains the failure. A JVM's cause is often far above its last 30 lines
@@ -145,6 +154,11 @@ fail_start() {
 		fi
 		if [[ $reason == *exited* ]] && port_in_use "$port"; then
 			printf '%s: note: another process is listening on 127.0.0.1:%s\n' "$name" "$port"
+		fi
+		if port_ephemeral "$port"; then
+			printf '%s: note: port %s is in the kernel'"'"'s ephemeral range (%s); any outgoing\n' \
+				"$name" "$port" "$(tr -s '\t ' - </proc/sys/net/ipv4/ip_local_port_range)"
+			printf '%s: connection may hold it for a while; choose a port below it\n' "$name"
 		fi
 	} >&2
 	exit 1

@@ -2,7 +2,8 @@
 # tests/services/test_start_failure.sh - the service scripts fail loudly and quickly.
 #
 #   (a) mariadb.sh up on a port someone else holds: non-zero, names "mariadb", shows the
-#       tail of its log, and returns as soon as mariadbd dies, not at the timeout;
+#       tail of its log, returns as soon as mariadbd dies, not at the timeout, and says when
+#       the port lies in the kernel's ephemeral range;
 #   (b) the same for kafka.sh;
 #   (c) mariadb.sh up twice on a free port: the second is a no-op (same pid), the paycb
 #       account works over TCP, down keeps the datadir, clean removes it.
@@ -25,6 +26,13 @@ expect_start_failure() {
 	check "$name: the message shows the bind failure" contains "$out" "Address already in use"
 	# Early death must be noticed at once; the whole timeout would be 20 000 ms.
 	check "$name: failure reported in ${ms} ms, well before the timeout" test "$ms" -lt 15000
+	# A port from the kernel's ephemeral range gets a hint: a client may hold it next time.
+	local lo hi
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range
+	if ((PORT >= lo && PORT <= hi)); then
+		check "$name: the message says port $PORT is in the ephemeral range" \
+			contains "$out" "port $PORT is in the kernel's ephemeral range"
+	fi
 }
 
 # ---- (a) mariadb on a taken port ----------------------------------------------------
