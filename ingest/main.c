@@ -68,10 +68,12 @@ ingest_init(const struct conf *cf, void **state)
 	/* A broker that is down now is not fatal: the first publishes are late, not lost. */
 	if (kq_producer_warm(in->kp, in->topic, 2000) != 0)
 		log_warn(NULL, "event=kafka_unavailable topic=%s action=continue", in->topic);
-	if (admin_start(cf->ingest.admin_addr, (int)cf->ingest.admin_port, ingest_ready, in,
-			&in->admin, err, sizeof(err)) != 0 ||
-	    ingest_work_start(in, (int)cf->ingest.workers, err, sizeof(err)) != 0 ||
-	    ingest_http_start(in, err, sizeof(err)) != 0) {
+	/* The admin listener comes last, so that an answer from /healthz means the channel
+	 * listener and its workers are up too. */
+	if (ingest_work_start(in, (int)cf->ingest.workers, err, sizeof(err)) != 0 ||
+	    ingest_http_start(in, err, sizeof(err)) != 0 ||
+	    admin_start(cf->ingest.admin_addr, (int)cf->ingest.admin_port, ingest_ready, in,
+			&in->admin, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=listen_failed error=\"%s\"", err);
 		return EXIT_UNAVAILABLE;
 	}

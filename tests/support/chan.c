@@ -145,7 +145,7 @@ chan_spawn_ingest(const char *conf, const char *log, int admin_port)
 		execl("bin/paycb-ingest", "paycb-ingest", "-c", conf, (char *)NULL);
 		_exit(127);
 	}
-	/* Ready when the admin listener answers /healthz (the channel listener starts after). */
+	/* Ready when the admin listener answers /healthz (ingest starts it last). */
 	for (end = harness_now_ms() + 20000; harness_now_ms() < end;) {
 		if (httpc_request(admin_port, "GET", "/healthz", NULL, "", 0, 1000, &r) == 0 &&
 		    r.status == 200)
