@@ -171,7 +171,8 @@ book(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
 	} else {
 		atomic_fetch_add(&e->st->sent, 1);
 		atomic_fetch_add(
-		    &e->st->status[n->ch][a->status > 0 && a->status < SIM_STATUS_MAX ? a->status : 0],
+		    &e->st->status[n->ch]
+		                  [a->status > 0 && a->status < SIM_STATUS_MAX ? a->status : 0],
 		    1);
 		ok = sim_answer_ok(n->ch, a);
 		if (a->status > 0)

@@ -49,8 +49,8 @@ sort_by_instant(int *idx, int n, const struct sim_storm_req *r)
 
 /* One copy ends: its answer (or status 0) goes to the caller, its connection is closed. */
 static void
-end_copy(int ep, struct sim_storm_req *r, int i, long long now,
-         void (*done)(void *, int), void *arg)
+end_copy(int ep, struct sim_storm_req *r, int i, long long now, void (*done)(void *, int),
+         void *arg)
 {
 	struct sim_storm_req *q = &r[i];
 
@@ -140,8 +140,7 @@ sim_storm_open(struct sim_storm_req *r, int n, const char *addr, int port, int t
 }
 
 void
-sim_storm_run(struct sim_storm_req *r, int n, int timeout_ms, void (*done)(void *, int),
-              void *arg)
+sim_storm_run(struct sim_storm_req *r, int n, int timeout_ms, void (*done)(void *, int), void *arg)
 {
 	struct epoll_event evs[256];
 	int *idx = calloc((size_t)n + 1, sizeof(int));
