@@ -73,7 +73,7 @@ struct ingest_metrics {
 	struct metric *requests[CH_COUNT][OUT_COUNT];
 	struct metric *verify_fail[CH_COUNT][VERR_UNSUPPORTED + 1];
 	struct metric *reserve_lat, *publish_lat, *request_lat;
-	struct metric *publish_failures, *inflight, *unverified, *http_errors[4];
+	struct metric *publish_failures, *inflight, *unverified, *queued, *http_errors[4];
 	struct metric *coalesced, *coalescing;
 };
 

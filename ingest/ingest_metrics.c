@@ -54,4 +54,6 @@ ingest_metrics_init(struct ingest_metrics *m)
 	m->inflight = metrics_gauge("paycb_ingest_inflight", "Requests in flight.", "");
 	m->unverified = metrics_gauge("paycb_ingest_unverified",
 				      "Requests being verified right now.", "");
+	m->queued = metrics_gauge("paycb_ingest_queued",
+				  "Complete requests waiting for a free worker.", "");
 }

@@ -32,6 +32,7 @@ ingest_work_main(void *arg)
 		if ((w->head = j->next) == NULL)
 			w->tail = NULL;
 		w->queued--;
+		metrics_set(in->m.queued, w->queued);
 		pthread_mutex_unlock(&w->mu);
 		j->run(in, j);
 		pthread_mutex_lock(&w->mu);
@@ -74,6 +75,7 @@ ingest_work_push(struct ingest *in, struct ingest_job *j)
 		w->head = j;
 	w->tail = j;
 	w->queued++;
+	metrics_set(in->m.queued, w->queued);
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 }

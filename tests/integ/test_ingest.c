@@ -523,6 +523,8 @@ metrics_and_readiness_are_served(void **state)
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "paycb_ingest_requests_total{channel=\"wxpay\","
 				       "outcome=\"stored\"}"));
+	/* Every earlier request was answered, so none waits for a worker. */
+	assert_non_null(strstr(r.body, "\npaycb_ingest_queued 0\n"));
 }
 
 static void
