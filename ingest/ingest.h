@@ -142,6 +142,8 @@ void ingest_flight_land(struct ingest_flight *f, struct ingest_flight_entry *e, 
 /* Waits up to timeout_ms for the reservation; returns 1 when the row is stored, else 0. */
 int ingest_flight_wait(struct ingest_flight *f, struct ingest_flight_entry *e, int timeout_ms);
 
+/* The monotonic clock in microseconds, for latencies and queue waits. */
+long long ingest_now_us(void);
 /* The whole flow for one request: verify, reserve, publish, answer. */
 void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
 /* The channel's failure / success answers. */

@@ -28,8 +28,8 @@ outcome_name(enum outcome o)
 	return (unsigned)o < OUT_COUNT ? n[o] : "unknown";
 }
 
-static long long
-now_us(void)
+long long
+ingest_now_us(void)
 {
 	struct timespec ts;
 
@@ -140,7 +140,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 {
 	struct msg_callback m;
 	char key[256], val[512], err[256];
-	long long t0 = now_us();
+	long long t0 = ingest_now_us();
 	int klen, vlen, rc;
 
 	memset(&m, 0, sizeof(m));
@@ -159,10 +159,10 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 		rc = kq_produce_wait(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen,
 				     (int)in->cf->ingest.publish_budget_ms, err, sizeof(err));
 	}
-	metrics_observe_us(in->m.publish_lat, now_us() - t0);
+	metrics_observe_us(in->m.publish_lat, ingest_now_us() - t0);
 	if (rc == 0) {
 		log_info(cbid, "event=published topic=%s publish_ms=%lld", in->topic,
-			 (now_us() - t0) / 1000);
+			 (ingest_now_us() - t0) / 1000);
 		return;
 	}
 	/* Stored but not published: still a success for the channel; the retrier republishes
@@ -170,7 +170,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	metrics_inc(in->m.publish_failures, 1);
 	resp->outcome = OUT_UNPUBLISHED;
 	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
-		 (now_us() - t0) / 1000, err);
+		 (ingest_now_us() - t0) / 1000, err);
 }
 
 void
@@ -181,7 +181,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	char fkey[INGEST_FLIGHT_KEY_MAX];
 	struct ingest_flight_entry *fe = NULL;
 	unsigned long long id = 0;
-	long long t0 = now_us();
+	long long t0 = ingest_now_us();
 	struct notify n;
 	enum verr ve;
 	enum db_rc rc;
@@ -262,9 +262,9 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		goto out;
 	}
 	{
-		long long r0 = now_us();
+		long long r0 = ingest_now_us();
 		rc = ingest_reserve(in, db, req, &n, amount, sha, &id);
-		metrics_observe_us(in->m.reserve_lat, now_us() - r0);
+		metrics_observe_us(in->m.reserve_lat, ingest_now_us() - r0);
 		if (rc != DB_OK && rc != DB_DUPLICATE)
 			snprintf(reason, sizeof(reason), "%s", db->last_error);
 	}
@@ -297,10 +297,10 @@ reserved:
 		 "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
 		 "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",
 		 ch, merchant, n.kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
-		 n.currency, req->len, sha, (now_us() - t0) / 1000);
+		 n.currency, req->len, sha, (ingest_now_us() - t0) / 1000);
 	ingest_publish(in, req, &n, id, cbid, resp);
 	ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
 out:
 	metrics_inc(in->m.requests[req->ch][resp->outcome], 1);
-	metrics_observe_us(in->m.request_lat, now_us() - t0);
+	metrics_observe_us(in->m.request_lat, ingest_now_us() - t0);
 }

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "ingest.h"
 #include "log.h"
@@ -50,15 +49,6 @@ struct req_ctx {
 	struct hdr_set hs; /* the values point into the connection, valid until it completes */
 	struct ingest_resp resp;
 };
-
-static long long
-http_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static enum MHD_Result
 http_send(struct MHD_Connection *c, unsigned status, const char *type, const char *body)
@@ -186,7 +176,7 @@ static void
 http_run(struct ingest *in, struct ingest_job *j)
 {
 	struct req_ctx *x = (struct req_ctx *)j;
-	long long waited_ms = (http_now_us() - x->queued_us) / 1000;
+	long long waited_ms = (ingest_now_us() - x->queued_us) / 1000;
 	struct ingest_req req;
 
 	if (waited_ms > in->cf->ingest.publish_budget_ms) {
@@ -271,7 +261,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	/* Suspended before it is queued, so that a fast worker never resumes it too early. */
 	x->state = RQ_QUEUED;
 	x->conn = c;
-	x->queued_us = http_now_us();
+	x->queued_us = ingest_now_us();
 	x->job.run = http_run;
 	MHD_suspend_connection(c);
 	ingest_work_push(in, &x->job);

@@ -164,8 +164,8 @@ struct sim_storm_req {
 	struct sim_answer a;
 };
 
-/* Opens every copy's connection; returns how many opened (the others have fd -1). */
-int sim_storm_open(struct sim_storm_req *r, int n, const char *addr, int port, int timeout_ms);
+/* Opens every copy's connection (one that fails keeps fd -1). */
+void sim_storm_open(struct sim_storm_req *r, int n, const char *addr, int port, int timeout_ms);
 /*
  * Sends every copy at its instant and reads the answers on one thread; done(arg, i) is called
  * once per copy, as soon as its answer is whole or it failed (a.status 0) or timed out.

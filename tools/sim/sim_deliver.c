@@ -190,27 +190,41 @@ book(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/*
+ * prepare - the signed body and headers of one push of delivery di, signed for now; NULL
+ * when it cannot be made (booked by the caller as a push that was not sent).
+ */
+static struct sim_blob *
+prepare(struct sim_engine *e, int di, time_t now, char *headers, size_t hlen)
+{
+	struct sim_note *n = &e->p->notes[e->p->dels[di].note];
+	const struct sim_merchant *m = &e->m[n->merchant];
+	struct sim_blob *b = sim_note_get(m, n, now);
+
+	if (b != NULL && sim_note_headers(m, n, b, now, headers, hlen) != 0) {
+		sim_blob_put(b);
+		b = NULL;
+	}
+	return b;
+}
+
 /* push - sends delivery di once on c and books the answer. */
 static void
 push(struct sim_engine *e, struct sim_conn *c, int di)
 {
-	struct sim_note *n = &e->p->notes[e->p->dels[di].note];
-	const struct sim_merchant *m = &e->m[n->merchant];
-	time_t now = time(NULL);
-	struct sim_blob *b = sim_note_get(m, n, now);
+	const char *path = e->p->notes[e->p->dels[di].note].path;
 	char headers[2048];
+	struct sim_blob *b = prepare(e, di, time(NULL), headers, sizeof(headers));
 	struct sim_answer a;
 	long long zero = 0;
-	int sent = 0;
 
 	memset(&a, 0, sizeof(a));
-	if (b != NULL && sim_note_headers(m, n, b, now, headers, sizeof(headers)) == 0) {
+	if (b != NULL) {
 		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, sim_now_us());
-		sim_http_post(c, n->path, headers, b->body, b->len, e->o->timeout_ms, &a);
-		sent = 1;
+		sim_http_post(c, path, headers, b->body, b->len, e->o->timeout_ms, &a);
 	}
+	book(e, di, &a, b != NULL);
 	sim_blob_put(b);
-	book(e, di, &a, sent);
 }
 
 /* ---- threads ------------------------------------------------------------------------- */
@@ -287,6 +301,7 @@ storm_main(void *arg)
 {
 	struct sim_engine *e = arg;
 	struct storm s = {e, NULL, NULL, e->p->bursts};
+	long long zero = 0, first = 0;
 	time_t now;
 
 	s.r = calloc((size_t)s.n, sizeof(*s.r));
@@ -304,17 +319,16 @@ storm_main(void *arg)
 	now = time(NULL);
 	for (int i = 0; i < s.n; i++) {
 		int di = e->burst_dels[i];
-		struct sim_note *n = &e->p->notes[e->p->dels[di].note];
-		const struct sim_merchant *m = &e->m[n->merchant];
 		struct sim_storm_req *q = &s.r[i];
 		char headers[2048];
 
 		q->at_us = e->t0 + e->p->dels[di].start_us;
-		s.blobs[i] = sim_note_get(m, n, now);
+		if (i == 0 || q->at_us < first)
+			first = q->at_us;
+		s.blobs[i] = prepare(e, di, now, headers, sizeof(headers));
 		if (s.blobs[i] == NULL ||
-		    sim_note_headers(m, n, s.blobs[i], now, headers, sizeof(headers)) != 0 ||
-		    (q->hlen = sim_http_head(&q->c, n->path, headers, s.blobs[i]->len, q->head,
-		                             sizeof(q->head))) < 0) {
+		    (q->hlen = sim_http_head(&q->c, e->p->notes[e->p->dels[di].note].path, headers,
+		                             s.blobs[i]->len, q->head, sizeof(q->head))) < 0) {
 			/* Booked as a push that could not be made, like push() does. */
 			sim_blob_put(s.blobs[i]);
 			s.blobs[i] = NULL;
@@ -324,14 +338,7 @@ storm_main(void *arg)
 		q->body = s.blobs[i]->body;
 		q->blen = s.blobs[i]->len;
 	}
-	{
-		long long zero = 0, first = s.r[0].at_us;
-
-		for (int i = 1; i < s.n; i++)
-			if (s.r[i].at_us < first)
-				first = s.r[i].at_us;
-		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, first);
-	}
+	atomic_compare_exchange_strong(&e->st->first_send_us, &zero, first);
 	sim_storm_run(s.r, s.n, e->o->timeout_ms, storm_done, &s);
 done:
 	if (s.r != NULL)
