@@ -33,20 +33,31 @@ struct ingest_pool {
 	int nfree, size;
 };
 
-/* Reservations in flight, by notification (ingest_flight.c). */
+/* Reservations in flight, by request (ingest_flight.c). */
 #define INGEST_FLIGHT_BUCKETS 1024
-#define INGEST_FLIGHT_KEY_MAX 512
+/* Longest flight key; a request whose signature headers are longer runs alone. */
+#define INGEST_FLIGHT_KEY_MAX 4096
 struct ingest_flight_entry;
 struct ingest_flight {
 	pthread_mutex_t mu;
 	struct ingest_flight_entry *buckets[INGEST_FLIGHT_BUCKETS];
 };
 
-/* One request waiting for a worker (ingest_work.c); run is called on a worker thread. */
+/* What a flight's leader hands to the copies parked on it. */
+struct ingest_landing {
+	int stored; /* 1: the row exists; 0: every parked copy runs the flow by itself */
+	/* Arrival seconds (time(NULL)) for which the leader's verdict is also the copy's. */
+	int64_t valid_from, valid_to;
+	const char *trade, *order; /* log-safe, for the copies' log lines */
+};
+
 struct ingest;
+/* One request waiting for a worker (ingest_work.c); run is called on a worker thread. */
 struct ingest_job {
 	struct ingest_job *next;
 	void (*run)(struct ingest *in, struct ingest_job *j);
+	/* For a copy parked on a flight: called once by the leader when its flight lands. */
+	void (*settle)(struct ingest *in, struct ingest_job *j, const struct ingest_landing *l);
 };
 struct ingest_work {
 	pthread_mutex_t mu;
@@ -59,13 +70,13 @@ struct ingest_work {
 
 /* Outcomes of one request, for metrics and the answer. */
 enum outcome {
-	OUT_STORED = 0,   /* verified, reserved, published */
-	OUT_UNPUBLISHED,  /* verified, reserved, publish failed or timed out: the retrier recovers */
-	OUT_DUPLICATE,    /* the unique key said we already have it */
-	OUT_IGNORED,      /* verified, not a payment or refund: acknowledged, not stored */
-	OUT_REJECTED,     /* verification failed: nothing stored */
-	OUT_DB_ERROR,     /* could not reserve: the channel will push again */
-	OUT_BUSY,         /* over a concurrency limit: 503 */
+	OUT_STORED = 0,  /* verified, reserved, published */
+	OUT_UNPUBLISHED, /* verified, reserved, publish failed or timed out: the retrier recovers */
+	OUT_DUPLICATE,   /* the unique key said we already have it */
+	OUT_IGNORED,     /* verified, not a payment or refund: acknowledged, not stored */
+	OUT_REJECTED,    /* verification failed: nothing stored */
+	OUT_DB_ERROR,    /* could not reserve: the channel will push again */
+	OUT_BUSY,        /* over a concurrency limit: 503 */
 	OUT_COUNT
 };
 
@@ -100,6 +111,8 @@ struct ingest_req {
 	size_t nhdrs;
 	const uint8_t *body;
 	size_t len;
+	const char *sha;                    /* the body's SHA-256, hex */
+	struct ingest_flight_entry *flight; /* set when this request leads a flight */
 };
 
 /* The answer. body points to static or owned text. */
@@ -132,20 +145,23 @@ void ingest_metrics_init(struct ingest_metrics *m);
 void ingest_flight_init(struct ingest_flight *f);
 void ingest_flight_free(struct ingest_flight *f);
 /*
- * Joins the reservation in flight for key, or starts one. Returns 1 for the copy that is to
- * reserve (it must call ingest_flight_land with the outcome; *e may be NULL when memory ran
- * out, and land accepts that), 0 for a copy that is to wait with ingest_flight_wait.
+ * Joins j to the flight of an identical request, or starts one. Returns 1 when j leads (its
+ * flow must end with ingest_flight_land; *e is NULL when memory ran out, and land accepts
+ * that), 0 when j was parked: its settle is called when the leader lands.
  */
-int ingest_flight_join(struct ingest_flight *f, const char *key, struct ingest_flight_entry **e);
-/* The reservation answered: stored = 1 when the row exists (inserted or duplicate key). */
-void ingest_flight_land(struct ingest_flight *f, struct ingest_flight_entry *e, int stored);
-/* Waits up to timeout_ms for the reservation; returns 1 when the row is stored, else 0. */
-int ingest_flight_wait(struct ingest_flight *f, struct ingest_flight_entry *e, int timeout_ms);
+int ingest_flight_join(struct ingest *in, const char *key, size_t klen, struct ingest_job *j,
+		       struct ingest_flight_entry **e);
+/* The leader's reservation answered, or its flow ended without one; settles parked copies. */
+void ingest_flight_land(struct ingest *in, struct ingest_flight_entry *e,
+			const struct ingest_landing *l);
 
 /* The monotonic clock in microseconds, for latencies and queue waits. */
 long long ingest_now_us(void);
 /* The whole flow for one request: verify, reserve, publish, answer. */
 void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
+/* Answers a copy whose row is known to exist (coalesced: answered by a flight's leader). */
+void ingest_duplicate(struct ingest *in, enum channel ch, const char *merchant, const char *trade,
+		      const char *order, const char *sha, int coalesced, struct ingest_resp *resp);
 /* The channel's failure / success answers. */
 void ingest_answer(enum channel ch, int ok, unsigned status, const char *msg,
 		   struct ingest_resp *resp);

@@ -96,8 +96,7 @@ static const char *SQL_RESERVE_REFUND =
 /* Reserves the row; returns the db class, with *id set on DB_OK. */
 static enum db_rc
 ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
-	       const struct notify *n, const char *amount, const char *sha,
-	       unsigned long long *id)
+	       const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
 {
 	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
 	long long lease = in->cf->retry.initial_lease_s;
@@ -174,12 +173,27 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 }
 
 void
+ingest_duplicate(struct ingest *in, enum channel ch, const char *merchant, const char *trade,
+		 const char *order, const char *sha, int coalesced, struct ingest_resp *resp)
+{
+	resp->outcome = OUT_DUPLICATE;
+	if (coalesced)
+		metrics_inc(in->m.coalesced, 1);
+	log_info(NULL,
+		 "event=duplicate channel=%s merchant=%s trade=%s order=%s coalesced=%d "
+		 "body_sha256=%s",
+		 channel_name(ch), merchant, trade, order, coalesced, sha);
+	ingest_answer(ch, 1, ch == CH_WXPAY ? 204 : 200, "", resp);
+}
+
+void
 ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp)
 {
 	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
-	char reason[256], sha[65], amount[32], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
-	char fkey[INGEST_FLIGHT_KEY_MAX];
-	struct ingest_flight_entry *fe = NULL;
+	char reason[256], amount[32], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
+	const char *sha = req->sha;
+	struct ingest_landing land = {0, 0, 0, "", ""};
+	struct ingest_flight_entry *fe = req->flight;
 	unsigned long long id = 0;
 	long long t0 = ingest_now_us();
 	struct notify n;
@@ -189,7 +203,6 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	int scale;
 
 	memset(resp, 0, sizeof(*resp));
-	sig_sha256_hex(req->body, req->len, sha);
 	if (atomic_fetch_add(&in->unverified, 1) >= in->cf->ingest.max_unverified) {
 		atomic_fetch_sub(&in->unverified, 1);
 		resp->outcome = OUT_BUSY;
@@ -200,9 +213,10 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	reason[0] = '\0';
 	ve = ingest_verify(req, &n, reason, sizeof(reason));
 	atomic_fetch_sub(&in->unverified, 1);
-	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED && (n.out_trade_no[0] == '\0' || (n.kind == NOTIFY_PAYMENT &&
-							      n.channel_trade_no[0] == '\0') ||
-			      (n.kind == NOTIFY_REFUND && n.refund_no[0] == '\0'))) {
+	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED &&
+	    (n.out_trade_no[0] == '\0' ||
+	     (n.kind == NOTIFY_PAYMENT && n.channel_trade_no[0] == '\0') ||
+	     (n.kind == NOTIFY_REFUND && n.refund_no[0] == '\0'))) {
 		ve = VERR_BODY;
 		snprintf(reason, sizeof(reason), "missing order, trade or refund number");
 	}
@@ -221,8 +235,8 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 			 ch, merchant, verr_name(ve), log_safe(s1, sizeof(s1), reason), req->len,
 			 sha);
 		ingest_answer(req->ch, 0,
-			      (req->ch == CH_WXPAY && (ve == VERR_SIGNATURE || ve == VERR_SERIAL ||
-						       ve == VERR_TIMESTAMP))
+			      (req->ch == CH_WXPAY &&
+			       (ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP))
 				  ? 401
 				  : 400,
 			      verr_name(ve), resp);
@@ -230,31 +244,15 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	}
 	if (n.kind == NOTIFY_IGNORED) {
 		resp->outcome = OUT_IGNORED;
-		log_info(NULL, "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
-			       "body_sha256=%s",
+		log_info(NULL,
+			 "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
+			 "body_sha256=%s",
 			 ch, merchant, log_safe(s1, sizeof(s1), n.event_type), req->len, sha);
 		ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
 		goto out;
 	}
 
-	snprintf(fkey, sizeof(fkey), "%s|%s|%s|%s|%s", n.kind == NOTIFY_REFUND ? "r" : "p",
-		 merchant, ch, n.kind == NOTIFY_REFUND ? n.refund_no : n.channel_trade_no, sha);
-	if (!ingest_flight_join(&in->flight, fkey, &fe)) {
-		/* Waiting is bounded like the pool wait; then this copy reserves by itself. */
-		int stored;
-
-		metrics_add(in->m.coalescing, 1);
-		stored = ingest_flight_wait(&in->flight, fe, 1000);
-		metrics_add(in->m.coalescing, -1);
-		fe = NULL;
-		if (stored) {
-			metrics_inc(in->m.coalesced, 1);
-			rc = DB_DUPLICATE;
-			goto reserved;
-		}
-	}
 	if ((db = ingest_pool_get(&in->pool, 1000)) == NULL) {
-		ingest_flight_land(&in->flight, fe, 0);
 		resp->outcome = OUT_BUSY;
 		log_warn(NULL, "event=db_pool_exhausted channel=%s merchant=%s body_sha256=%s", ch,
 			 merchant, sha);
@@ -269,23 +267,23 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 			snprintf(reason, sizeof(reason), "%s", db->last_error);
 	}
 	ingest_pool_put(&in->pool, db);
-	ingest_flight_land(&in->flight, fe, rc == DB_OK || rc == DB_DUPLICATE);
-reserved:
 	log_safe(s1, sizeof(s1), n.kind == NOTIFY_REFUND ? n.refund_no : n.channel_trade_no);
 	log_safe(s2, sizeof(s2), n.out_trade_no);
+	/* The copies parked on this one are answered as soon as the row is known to exist. */
+	land = (struct ingest_landing){rc == DB_OK || rc == DB_DUPLICATE, n.valid_from, n.valid_to,
+				       s1, s2};
+	ingest_flight_land(in, fe, &land);
+	fe = NULL;
 	if (rc == DB_DUPLICATE) {
-		resp->outcome = OUT_DUPLICATE;
-		log_info(NULL, "event=duplicate channel=%s merchant=%s trade=%s order=%s "
-			       "coalesced=%d body_sha256=%s",
-			 ch, merchant, s1, s2, db == NULL, sha);
-		ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
+		ingest_duplicate(in, req->ch, merchant, s1, s2, sha, 0, resp);
 		goto out;
 	}
 	if (rc != DB_OK) {
 		/* Not stored: the channel's failure answer makes it push again later. */
 		resp->outcome = OUT_DB_ERROR;
-		log_error(NULL, "event=reserve_failed channel=%s merchant=%s trade=%s class=%s "
-				"error=\"%s\" body_sha256=%s",
+		log_error(NULL,
+			  "event=reserve_failed channel=%s merchant=%s trade=%s class=%s "
+			  "error=\"%s\" body_sha256=%s",
 			  ch, merchant, s1, db_rc_name(rc), reason, sha);
 		ingest_answer(req->ch, 0, 503, "storage unavailable", resp);
 		goto out;
@@ -301,6 +299,8 @@ reserved:
 	ingest_publish(in, req, &n, id, cbid, resp);
 	ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
 out:
+	/* A flow that ended before its reservation answered: each parked copy runs alone. */
+	ingest_flight_land(in, fe, &land);
 	metrics_inc(in->m.requests[req->ch][resp->outcome], 1);
 	metrics_observe_us(in->m.request_lat, ingest_now_us() - t0);
 }

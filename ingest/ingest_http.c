@@ -20,9 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "ingest.h"
 #include "log.h"
+#include "sig.h"
 
 #define MAX_HDRS 64
 
@@ -46,6 +48,9 @@ struct req_ctx {
 	int too_large; /* a chunked body passed the limit: discard the rest, then 413 */
 	enum req_state state;
 	long long queued_us;
+	time_t arrived;                 /* wall second the request was complete */
+	char sha[65];                   /* the body's SHA-256, hex */
+	struct ingest_flight_entry *fe; /* the flight this request leads */
 	struct hdr_set hs; /* the values point into the connection, valid until it completes */
 	struct ingest_resp resp;
 };
@@ -180,7 +185,11 @@ http_run(struct ingest *in, struct ingest_job *j)
 	struct ingest_req req;
 
 	if (waited_ms > in->cf->ingest.publish_budget_ms) {
-		/* Past the budget already: answering now beats running it late. */
+		/* Past the budget already: answering now beats running it late. Copies parked on
+		 * it go to the queue by themselves and are judged by the same rule. */
+		struct ingest_landing none = {0, 0, 0, "", ""};
+
+		ingest_flight_land(in, x->fe, &none);
 		memset(&x->resp, 0, sizeof(x->resp));
 		x->resp.outcome = OUT_BUSY;
 		ingest_answer(x->ch, 0, 503, "busy", &x->resp);
@@ -194,10 +203,73 @@ http_run(struct ingest *in, struct ingest_job *j)
 		req.nhdrs = x->hs.n;
 		req.body = x->buf ? x->buf : (const uint8_t *)"";
 		req.len = x->len;
+		req.sha = x->sha;
+		req.flight = x->fe;
 		ingest_handle(in, &req, &x->resp);
 	}
+	x->fe = NULL;
 	x->state = RQ_DONE;
 	MHD_resume_connection(x->conn);
+}
+
+/*
+ * http_settle - on the leader's worker: a copy parked on its flight. When the row exists and
+ * the copy came within the seconds the leader's verdict covers, it is answered at once;
+ * otherwise it is queued to run the whole flow by itself.
+ */
+static void
+http_settle(struct ingest *in, struct ingest_job *j, const struct ingest_landing *l)
+{
+	struct req_ctx *x = (struct req_ctx *)j;
+
+	if (!l->stored || (int64_t)x->arrived < l->valid_from ||
+	    (int64_t)x->arrived > l->valid_to) {
+		ingest_work_push(in, &x->job);
+		return;
+	}
+	ingest_duplicate(in, x->ch, x->im->cm->id, l->trade, l->order, x->sha, 1, &x->resp);
+	metrics_inc(in->m.requests[x->ch][OUT_DUPLICATE], 1);
+	metrics_observe_us(in->m.request_lat, ingest_now_us() - x->queued_us);
+	x->state = RQ_DONE;
+	MHD_resume_connection(x->conn);
+}
+
+/*
+ * http_flight_key - everything verification reads: channel, merchant, the body's digest and
+ * each Wechatpay-* and Stripe-* header in order (ingest_flight.c says why). Returns the
+ * length, or 0 when it does not fit and the request is to run alone.
+ */
+static size_t
+http_flight_key(const struct req_ctx *x, char *key, size_t cap)
+{
+	size_t n = 0;
+	int k;
+
+	k = snprintf(key, cap, "%s%c%s%c%s", channel_name(x->ch), 0, x->im->cm->id, 0, x->sha);
+	if (k < 0 || (size_t)k >= cap)
+		return 0;
+	n = (size_t)k + 1;
+	for (size_t i = 0; i < x->hs.n; i++) {
+		const struct http_hdr *h = &x->hs.h[i];
+		size_t nl, vl;
+
+		if (strncasecmp(h->name, "Wechatpay-", 10) != 0 &&
+		    strncasecmp(h->name, "Stripe-", 7) != 0)
+			continue;
+		nl = strlen(h->name);
+		vl = strlen(h->value);
+		if (n + nl + vl + 2 > cap)
+			return 0;
+		/* Lower-cased names: header names are case-insensitive, values are not. */
+		for (size_t c = 0; c < nl; c++)
+			key[n++] = (char)((h->name[c] >= 'A' && h->name[c] <= 'Z') ? h->name[c] + 32
+										   : h->name[c]);
+		key[n++] = '\0';
+		memcpy(key + n, h->value, vl);
+		n += vl;
+		key[n++] = '\0';
+	}
+	return n;
 }
 
 static enum MHD_Result
@@ -258,13 +330,23 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &x->hs);
 	if (x->hs.overflow)
 		return http_fail(c, x->ch, 400, "too many headers");
-	/* Suspended before it is queued, so that a fast worker never resumes it too early. */
+	/* Suspended before it is queued or parked, so that a fast worker never resumes it too
+	 * early. */
 	x->state = RQ_QUEUED;
 	x->conn = c;
 	x->queued_us = ingest_now_us();
+	x->arrived = time(NULL);
 	x->job.run = http_run;
+	x->job.settle = http_settle;
+	sig_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
 	MHD_suspend_connection(c);
-	ingest_work_push(in, &x->job);
+	{
+		char key[INGEST_FLIGHT_KEY_MAX];
+		size_t klen = http_flight_key(x, key, sizeof(key));
+
+		if (klen == 0 || ingest_flight_join(in, key, klen, &x->job, &x->fe))
+			ingest_work_push(in, &x->job);
+	}
 	return MHD_YES;
 }
 
@@ -304,14 +386,14 @@ ingest_http_start(struct ingest *in, char *err, size_t errlen)
 	}
 	/* Connections beyond max_inflight are still accepted so that they get a 503, up to a
 	 * hard cap that protects the process itself. */
-	in->http = MHD_start_daemon(
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-		MHD_USE_ITC | MHD_USE_ERROR_LOG,
-	    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ci->connection_timeout_s,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(ci->max_inflight * 4 + 64),
-	    MHD_OPTION_NOTIFY_COMPLETED, http_completed, in, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-	    (unsigned)1024, MHD_OPTION_END);
+	in->http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+					MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+				    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR,
+				    (struct sockaddr *)&sin, MHD_OPTION_CONNECTION_TIMEOUT,
+				    (unsigned)ci->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+				    (unsigned)(ci->max_inflight * 4 + 64),
+				    MHD_OPTION_NOTIFY_COMPLETED, http_completed, in,
+				    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
 	if (in->http == NULL) {
 		snprintf(err, errlen, "cannot listen on %s:%lld", ci->listen_addr, ci->listen_port);
 		return -1;

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -44,6 +45,8 @@ notify_init(struct notify *n)
 {
 	memset(n, 0, sizeof(*n));
 	n->order_total_minor = -1;
+	n->valid_from = INT64_MIN;
+	n->valid_to = INT64_MAX;
 }
 
 int

@@ -44,8 +44,8 @@ struct http_hdr {
 };
 
 /* Bodies larger than this are rejected as VERR_BODY before any crypto is done. */
-#define NOTIFY_BODY_MAX (1024 * 1024)
-#define NOTIFY_STR      128
+#define NOTIFY_BODY_MAX          (1024 * 1024)
+#define NOTIFY_STR               128
 #define NOTIFY_TOLERANCE_DEFAULT 300
 
 /*
@@ -70,6 +70,8 @@ struct notify {
 	int refund_cumulative;     /* alipay refund_fee and stripe charge.refunded are totals */
 	int64_t order_total_minor; /* when a refund says it (wx amount.total), else -1 */
 	char currency[4];          /* upper-case ISO 4217 */
+	/* The seconds of "now" for which the time check passed (the whole range without one). */
+	int64_t valid_from, valid_to;
 };
 
 struct wx_key {
@@ -110,9 +112,9 @@ enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, s
 			  char *reason, size_t rlen);
 enum verr ali_verify_parse(const struct ali_merchant *, const uint8_t *body, size_t len,
 			   struct notify *out, char *reason, size_t rlen);
-enum verr stripe_verify_parse(const struct stripe_merchant *, const struct http_hdr *,
-			      size_t nhdrs, const uint8_t *body, size_t len, time_t now,
-			      struct notify *out, char *reason, size_t rlen);
+enum verr stripe_verify_parse(const struct stripe_merchant *, const struct http_hdr *, size_t nhdrs,
+			      const uint8_t *body, size_t len, time_t now, struct notify *out,
+			      char *reason, size_t rlen);
 
 /*
  * Decrypts the resource of a WeChat notification body into a new buffer *plain (free it)
@@ -171,8 +173,8 @@ void notify_init(struct notify *n);
 int notify_copy(char *dst, size_t cap, const char *src, size_t len);
 enum verr notify_json_load(const uint8_t *p, size_t n, struct json_t **out, char *reason,
 			   size_t rlen);
-enum verr notify_json_str(const struct json_t *obj, const char *path, const char *key,
-			  char *dst, size_t cap, int required, char *reason, size_t rlen);
+enum verr notify_json_str(const struct json_t *obj, const char *path, const char *key, char *dst,
+			  size_t cap, int required, char *reason, size_t rlen);
 enum verr notify_json_amount(const struct json_t *obj, const char *path, const char *key,
 			     int64_t *out, char *reason, size_t rlen);
 enum verr notify_currency(const char *code, char dst[4], char *reason, size_t rlen);

@@ -272,6 +272,7 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
 			 (long long)((int64_t)now - h.t), tol);
 		return VERR_TIMESTAMP;
 	}
+	out->valid_to = h.t + tol;
 	if ((e = notify_json_load(body, len, &ev, reason, rlen)) != VERR_OK)
 		return e;
 	/* Events without a type (the SDK test payload) are authentic but carry nothing for us. */

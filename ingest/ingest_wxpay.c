@@ -320,6 +320,8 @@ wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nh
 			 (long long)skew, tol);
 		return VERR_TIMESTAMP;
 	}
+	out->valid_from = w.t - tol + 1;
+	out->valid_to = w.t + tol - 1;
 	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
 		snprintf(reason, rlen, "no key for this Wechatpay-Serial");
 		return VERR_SERIAL;

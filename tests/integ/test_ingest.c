@@ -73,8 +73,7 @@ wx_pay(struct chan_note *n, const char *order, const char *txn, long long fen, E
 }
 
 static void
-ali_note(struct chan_note *n, EVP_PKEY *key, const char *const *k, const char *const *v,
-	 size_t cnt)
+ali_note(struct chan_note *n, EVP_PKEY *key, const char *const *k, const char *const *v, size_t cnt)
 {
 	assert_int_equal(chan_ali_note(n, key, k, v, cnt), 0);
 }
@@ -184,10 +183,11 @@ wxpay_payment_is_stored_published_and_acknowledged(void **state)
 	assert_int_equal(r.status, 204);
 	id = row_id("pay_callback_log", "channel_trade_no", txn);
 	assert_true(id > 0);
-	assert_int_equal(rows("pay_callback_log WHERE amount = 88.88 AND currency = 'CNY' AND "
-			      "merchant_id = 'default' AND channel = 'wxpay' AND status = 0 AND "
-			      "next_retry_at > NOW(3) + INTERVAL 30 SECOND AND raw_body IS NOT NULL"),
-			 rows("pay_callback_log WHERE channel = 'wxpay'"));
+	assert_int_equal(
+	    rows("pay_callback_log WHERE amount = 88.88 AND currency = 'CNY' AND "
+		 "merchant_id = 'default' AND channel = 'wxpay' AND status = 0 AND "
+		 "next_retry_at > NOW(3) + INTERVAL 30 SECOND AND raw_body IS NOT NULL"),
+	    rows("pay_callback_log WHERE channel = 'wxpay'"));
 	assert_int_equal(count_messages(id, 1, 20000), 1);
 	free(n.body);
 }
@@ -288,11 +288,19 @@ refunds_of_each_channel_go_to_the_refund_log(void **state)
 	assert_int_equal(r.status, 204);
 	free(n.body);
 	{
-		const char *k[] = {"notify_type", "notify_id", "app_id", "charset", "trade_no",
-				   "out_trade_no", "trade_status", "total_amount", "refund_fee",
-				   "out_biz_no", "gmt_refund"};
-		const char *v[] = {"trade_status_sync", "nid-r", "2021000000000001", "utf-8",
-				   "T-R1", order, "TRADE_SUCCESS", "88.88", "8.88", "BIZ-R1",
+		const char *k[] = {"notify_type", "notify_id",    "app_id",       "charset",
+				   "trade_no",    "out_trade_no", "trade_status", "total_amount",
+				   "refund_fee",  "out_biz_no",   "gmt_refund"};
+		const char *v[] = {"trade_status_sync",
+				   "nid-r",
+				   "2021000000000001",
+				   "utf-8",
+				   "T-R1",
+				   order,
+				   "TRADE_SUCCESS",
+				   "88.88",
+				   "8.88",
+				   "BIZ-R1",
 				   "2026-12-02 10:00:00"};
 		ali_note(&n, K.ali_key, k, v, 11);
 		assert_int_equal(post("/pay/callback/alipay", &n, &r), 0);
@@ -416,6 +424,26 @@ gauge_reached(void *arg)
 }
 
 /*
+ * hold_key - an uncommitted INSERT of the test's own on the unique key of (txn, order): an
+ * INSERT by ingest on the same key blocks on it until the test rolls back.
+ */
+static void
+hold_key(struct db *hold, const char *txn, const char *order)
+{
+	struct db_in in[3] = {DBI_STR("default"), DBI_STR(txn), DBI_STR(order)};
+
+	harness_db(&cf, hold);
+	assert_int_equal(db_begin(hold), DB_OK);
+	assert_int_equal(db_exec(hold,
+				 "INSERT INTO pay_callback_log (merchant_id, channel, "
+				 "channel_trade_no, out_trade_no, amount, currency, "
+				 "body_sha256, next_retry_at) VALUES (?, 'wxpay', ?, ?, "
+				 "'1.00', 'CNY', REPEAT('0', 64), NOW(3))",
+				 in, 3, NULL, NULL),
+			 DB_OK);
+}
+
+/*
  * Copies of one notification that arrive while a copy's INSERT is running wait for that
  * INSERT's answer instead of queueing INSERTs on the same key. The test holds the unique-key
  * entry with an uncommitted INSERT of its own, so the first copy's INSERT blocks on it and
@@ -443,18 +471,7 @@ copies_in_flight_are_answered_by_one_insert(void **state)
 	wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, time(NULL));
 	before = metric("paycb_ingest_coalesced_total");
 	assert_true(before >= 0);
-	harness_db(&cf, &hold);
-	assert_int_equal(db_begin(&hold), DB_OK);
-	{
-		struct db_in in[3] = {DBI_STR("default"), DBI_STR(txn), DBI_STR(order)};
-		assert_int_equal(db_exec(&hold,
-					 "INSERT INTO pay_callback_log (merchant_id, channel, "
-					 "channel_trade_no, out_trade_no, amount, currency, "
-					 "body_sha256, next_retry_at) VALUES (?, 'wxpay', ?, ?, "
-					 "'1.00', 'CNY', REPEAT('0', 64), NOW(3))",
-					 in, 3, NULL, NULL),
-				 DB_OK);
-	}
+	hold_key(&hold, txn, order);
 	for (int i = 0; i < N; i++) {
 		s[i].n = &n;
 		s[i].status = 0;
@@ -473,6 +490,80 @@ copies_in_flight_are_answered_by_one_insert(void **state)
 	assert_int_equal(rows("pay_callback_log WHERE out_trade_no LIKE 'FLIGHT%'"), 1);
 	id = row_id("pay_callback_log", "channel_trade_no", txn);
 	assert_int_equal(count_messages(id, 1, 20000), 1);
+	free(n.body);
+}
+
+/* A condition: one of ingest's INSERTs is running, which here means blocked on the held key. */
+static int
+insert_is_blocked(void *arg)
+{
+	(void)arg;
+	return rows("information_schema.PROCESSLIST WHERE COMMAND = 'Execute' AND "
+		    "INFO LIKE 'INSERT INTO pay_callback_log%'") > 0;
+}
+
+/* A condition: the wall clock has reached the second *arg. */
+static int
+second_reached(void *arg)
+{
+	return time(NULL) >= *(time_t *)arg;
+}
+
+/*
+ * A parked copy takes its leader's verdict only for the seconds that verdict covers. The
+ * leader's WeChat timestamp is 299 s old, the tolerance's last second; it is verified and
+ * blocked in its INSERT on a held key. Copies sent from the next second on park on it and
+ * must then be judged by themselves: each is refused (401, timestamp), though the leader is
+ * stored and answered success. If the clock ticked between the leader's send and its
+ * verification, the leader never reaches its INSERT, and the round is tried again.
+ */
+static void
+copies_past_the_leaders_time_window_run_alone(void **state)
+{
+	enum { N = 10 };
+	static struct storm s[N + 1];
+	pthread_t t[N + 1];
+	char order[64], txn[64];
+	struct gauge_want g = {"paycb_ingest_coalescing", N};
+	struct chan_note n;
+	struct db hold;
+	time_t ts, late;
+	int round, refused = 0;
+
+	(void)state;
+	for (round = 0; round < 3; round++) {
+		uniq(order, sizeof(order), "EDGE");
+		uniq(txn, sizeof(txn), "42011");
+		ts = time(NULL) - 299;
+		wx_pay(&n, order, txn, 100, K.wx_cert_key, K.wx_serial, ts);
+		hold_key(&hold, txn, order);
+		s[0] = (struct storm){&n, 0, 0};
+		assert_int_equal(pthread_create(&t[0], NULL, storm_one, &s[0]), 0);
+		if (harness_wait_until(insert_is_blocked, NULL, 3000) == 0)
+			break;
+		assert_int_equal(db_rollback(&hold), DB_OK);
+		db_close(&hold);
+		pthread_join(t[0], NULL);
+		assert_int_equal(s[0].status, 401);
+		free(n.body);
+	}
+	assert_true(round < 3);
+	late = ts + 300;
+	assert_int_equal(harness_wait_until(second_reached, &late, 3000), 0);
+	for (int i = 1; i <= N; i++) {
+		s[i] = (struct storm){&n, 0, 0};
+		assert_int_equal(pthread_create(&t[i], NULL, storm_one, &s[i]), 0);
+	}
+	assert_int_equal(harness_wait_until(gauge_reached, &g, 10000), 0);
+	assert_int_equal(db_rollback(&hold), DB_OK);
+	db_close(&hold);
+	for (int i = 0; i <= N; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(s[0].status, 204);
+	for (int i = 1; i <= N; i++)
+		refused += s[i].status == 401;
+	assert_int_equal(refused, N);
+	assert_int_equal(rows("pay_callback_log WHERE out_trade_no LIKE 'EDGE%'"), 1);
 	free(n.body);
 }
 
@@ -547,6 +638,7 @@ main(void)
 	    cmocka_unit_test(other_stripe_events_are_acknowledged_not_stored),
 	    cmocka_unit_test(two_hundred_concurrent_copies_one_row_one_message),
 	    cmocka_unit_test(copies_in_flight_are_answered_by_one_insert),
+	    cmocka_unit_test(copies_past_the_leaders_time_window_run_alone),
 	    cmocka_unit_test(unreachable_broker_still_stores_and_acknowledges_within_budget),
 	    cmocka_unit_test(metrics_and_readiness_are_served),
 	    cmocka_unit_test(sigterm_drains_and_exits_zero),
