@@ -130,12 +130,15 @@ finish(struct sim_engine *e, int di, int ok, long long now)
 		d->answered_ok = 1;
 		if (c->e2e_note == d->note)
 			atomic_compare_exchange_strong(&c->ack_us, &zero, now);
-		/* The chains that wait for this one's success start now. */
+		/* The chains that wait for this one's success start now. Idle workers are woken
+		 * only when there is such a chain: a storm's 1,000 answers would otherwise wake
+		 * every worker 1,000 times on the cores the storm is measured on. */
 		for (int k = d->first_dep; k >= 0; k = e->p->dels[k].next_dep) {
 			e->p->dels[k].due_us = now + e->p->dels[k].after_us;
 			heap_push(e, k);
 		}
-		pthread_cond_broadcast(&e->cv);
+		if (d->first_dep >= 0)
+			pthread_cond_broadcast(&e->cv);
 	}
 	if (ok && d->lost_acks == 0) {
 		d->state = D_DONE;
