@@ -89,6 +89,9 @@ static const struct cfg_setting ingest_tab[] = {
 	    "read by one event loop, and admitted requests beyond the workers wait in a queue"),
 	INT("connection_timeout_s", "10", 1, 300, IN(connection_timeout_s),
 	    "idle/read timeout against slow clients"),
+	INT("connection_memory_bytes", "8192", 4096, 1048576, IN(connection_memory_bytes),
+	    "memory per connection for the request line, the headers and the read buffer (a "
+	    "header block that does not fit gets 431); bodies stream through it in pieces"),
 	INT("publish_budget_ms", "2000", 10, 10000, IN(publish_budget_ms),
 	    "wait this long for the delivery report before acknowledging anyway"),
 	INT("timestamp_tolerance_s", "300", 1, 3600, IN(timestamp_tolerance_s),

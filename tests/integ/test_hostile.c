@@ -342,6 +342,21 @@ B(wx_oversized_body)
 	q->n.body[70000] = '\0';
 	q->n.len = 70000;
 }
+B(wx_header_block_too_large)
+{
+	/* 12 KiB of headers: more than a connection's memory (ingest.connection_memory_bytes). */
+	static char req[16384];
+	int n = snprintf(req, sizeof(req),
+			 "POST /pay/callback/wxpay HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+			 "Content-Length: 2\r\nX-Padding: ");
+	memset(req + n, 'p', 12288);
+	n += 12288;
+	n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n\r\n{}");
+	q->raw = 1;
+	q->n.body = malloc((size_t)n);
+	memcpy(q->n.body, req, (size_t)n);
+	q->n.len = (size_t)n;
+}
 B(wx_oversized_chunked)
 {
 	static char req[80000];
@@ -580,6 +595,7 @@ static const struct hcase cases[] = {
     {"wx_sql_injection_unverified", wx_sql_injection_unverified, 401, "FAIL"},
     {"wx_oversized_body", wx_oversized_body, 413, "FAIL"},
     {"wx_oversized_chunked_body", wx_oversized_chunked, 413, NULL},
+    {"wx_header_block_too_large", wx_header_block_too_large, 431, NULL},
     {"wx_declared_longer_than_sent", wx_declared_longer_than_sent, 0, NULL},
     {"unknown_channel", unknown_channel, 404, NULL},
     {"unknown_merchant", unknown_merchant, 404, "FAIL"},

@@ -216,6 +216,13 @@ report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
 	sim_report_kv(kv, NULL, "failed", st->failed);
 	sim_report_kv(kv, NULL, "no_answer", st->errors);
 	sim_report_kv(kv, NULL, "ack_rate", rate);
+	for (int ch = 0; ch < SIM_NCH; ch++) {
+		long long v = 0;
+
+		for (int s = 0; s < SIM_STATUS_MAX; s++)
+			v += st->status[ch][s];
+		sim_report_kv(kv, "sent_", sim_ch_name((enum sim_ch)ch), v);
+	}
 	sim_report_kv(kv, NULL, "ack_p50_us", sim_lat_pct(&st->ack, 500));
 	sim_report_kv(kv, NULL, "ack_p99_us", sim_lat_pct(&st->ack, 990));
 	sim_report_kv(kv, NULL, "ack_p999_us", sim_lat_pct(&st->ack, 999));
