@@ -43,6 +43,7 @@ struct sim_engine {
 	pthread_cond_t cv;
 	int *heap, nheap;
 	int pending, connected, stop;
+	int timing; /* a worker waits for the heap's head to fall due */
 	long long t0;
 	pthread_t *threads;
 	int nworkers, nthreads;
@@ -259,14 +260,24 @@ worker(void *arg)
 			int di = heap_pop(e);
 
 			e->p->dels[di].state = D_BUSY;
+			/* Someone else is to wait for the next one. */
+			if (e->nheap > 0)
+				pthread_cond_signal(&e->cv);
 			pthread_mutex_unlock(&e->mu);
 			push(e, &c, di);
 			pthread_mutex_lock(&e->mu);
 			continue;
 		}
-		if (e->nheap > 0 && e->t0 > 0) {
+		/*
+		 * One worker waits for the head to fall due, the others until they are signalled.
+		 * If all of them slept until the head's instant, every push of an open-loop run
+		 * would wake every idle worker (64 at a time) on the cores being measured.
+		 */
+		if (e->nheap > 0 && e->t0 > 0 && !e->timing) {
+			e->timing = 1;
 			abs_deadline(&ts, e->p->dels[e->heap[0]].due_us);
 			pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+			e->timing = 0;
 		} else {
 			pthread_cond_wait(&e->cv, &e->mu);
 		}
