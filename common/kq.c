@@ -30,6 +30,7 @@ struct kq_producer {
 	pthread_t poller;
 	atomic_int stop;
 	atomic_int fatal;
+	atomic_int down; /* librdkafka said all brokers are down; no delivery since */
 	atomic_ullong delivered, failed;
 };
 
@@ -108,6 +109,8 @@ kq_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 			 rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
 	} else {
 		atomic_fetch_add(&p->delivered, 1);
+		if (atomic_exchange(&p->down, 0))
+			log_info(NULL, "event=kafka_up topic=%s", rd_kafka_topic_name(m->rkt));
 	}
 	if (w) {
 		pthread_mutex_lock(&w->mu);
@@ -132,6 +135,9 @@ kq_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 		log_error(NULL, "event=kafka_fatal error=\"%s\"", fatal);
 		return;
 	}
+	/* Cleared by the next delivery, which is the proof that a broker is back. */
+	if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+		atomic_store(&p->down, 1);
 	log_warn(NULL, "event=kafka_error error=\"%s\"", reason);
 }
 
@@ -315,6 +321,12 @@ unsigned long long
 kq_failed(const struct kq_producer *p)
 {
 	return atomic_load(&((struct kq_producer *)p)->failed);
+}
+
+int
+kq_brokers_down(const struct kq_producer *p)
+{
+	return atomic_load(&p->down);
 }
 
 int

@@ -46,6 +46,11 @@ int kq_flush(struct kq_producer *p, int timeout_ms);
 /* Counters since start. */
 unsigned long long kq_delivered(const struct kq_producer *p);
 unsigned long long kq_failed(const struct kq_producer *p);
+/*
+ * True from librdkafka's "all brokers are down" until the next successful delivery: a
+ * delivery report cannot come soon, and a caller with a budget need not wait for one.
+ */
+int kq_brokers_down(const struct kq_producer *p);
 /* True after a fatal producer error (the idempotence guarantee is gone). */
 int kq_fatal(const struct kq_producer *p);
 void kq_producer_free(struct kq_producer *p);

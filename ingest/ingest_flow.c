@@ -154,6 +154,19 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	if (klen < 0 || vlen < 0) {
 		rc = -1;
 		snprintf(err, sizeof(err), "cannot encode the message");
+	} else if (kq_brokers_down(in->kp)) {
+		/*
+		 * Every broker is known to be down: waiting would hold this worker for the whole
+		 * budget for a report that cannot come in it, and during an outage the workers
+		 * would then answer only workers/budget requests a second. The message is queued
+		 * for when a broker is back, the answer goes now, and the retrier republishes the
+		 * row after its lease if the message never arrives.
+		 */
+		if ((rc = kq_produce(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen, err,
+				     sizeof(err))) == 0) {
+			rc = -1;
+			snprintf(err, sizeof(err), "all brokers down: queued, not waited for");
+		}
 	} else {
 		rc = kq_produce_wait(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen,
 				     (int)in->cf->ingest.publish_budget_ms, err, sizeof(err));
