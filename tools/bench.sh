@@ -6,7 +6,7 @@
 #      --scenario load --ingest-only), beside the database's own ceiling for the same
 #      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve), then
 #      open loop at half of the best of those rates for the latency target;
-#   2. a storm of 1,000 concurrent copies of one notification, answered;
+#   2. three storms of 1,000 concurrent copies of one notification (one per channel), answered;
 #   3. processing: a backlog of payments drained by 1, 2 and 4 processors on 12 partitions
 #      (paycb-sim drain), beside the database's ceiling for the processor's statements by
 #      a plain client at the same concurrency (dbceiling --shape process);
