@@ -8,7 +8,8 @@
  *
  * One event loop (libmicrohttpd's internal thread on epoll) reads every connection; a
  * complete request is suspended and queued for a worker (ingest_work.c), which runs the flow
- * and resumes the connection with its answer. The flow blocks on the database and on the
+ * and resumes the connection with its answer. A request identical to one already in flight
+ * is not queued but parked on it (ingest_flight.c), and the leader's reservation answers it. The flow blocks on the database and on the
  * delivery report, the loop never does, and the number of threads competing for the cores is
  * the worker count, not the connection count. The in-flight limit answers 503 at once instead
  * of queueing past a channel's time budget, and a request that waited in the queue longer
