@@ -56,7 +56,8 @@ struct ingest;
 struct ingest_job {
 	struct ingest_job *next;
 	void (*run)(struct ingest *in, struct ingest_job *j);
-	/* For a copy parked on a flight: called once by the leader when its flight lands. */
+	/* For a copy parked on a flight: called once by the leader when its flight lands (l NULL
+	 * when it landed without a reservation). */
 	void (*settle)(struct ingest *in, struct ingest_job *j, const struct ingest_landing *l);
 };
 struct ingest_work {
@@ -151,7 +152,8 @@ void ingest_flight_free(struct ingest_flight *f);
  */
 int ingest_flight_join(struct ingest *in, const char *key, size_t klen, struct ingest_job *j,
 		       struct ingest_flight_entry **e);
-/* The leader's reservation answered, or its flow ended without one; settles parked copies. */
+/* The leader's reservation answered (l), or its flow ended without one (l NULL: each parked
+ * copy runs by itself); settles the parked copies. */
 void ingest_flight_land(struct ingest *in, struct ingest_flight_entry *e,
 			const struct ingest_landing *l);
 
@@ -159,9 +161,11 @@ void ingest_flight_land(struct ingest *in, struct ingest_flight_entry *e,
 long long ingest_now_us(void);
 /* The whole flow for one request: verify, reserve, publish, answer. */
 void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
-/* Answers a copy whose row is known to exist (coalesced: answered by a flight's leader). */
-void ingest_duplicate(struct ingest *in, enum channel ch, const char *merchant, const char *trade,
-		      const char *order, const char *sha, int coalesced, struct ingest_resp *resp);
+/* Answers and counts a copy parked on a flight whose row exists (l from the leader); since_us
+ * is when the copy was complete. */
+void ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
+		      const struct ingest_landing *l, const char *sha, long long since_us,
+		      struct ingest_resp *resp);
 /* The channel's failure / success answers. */
 void ingest_answer(enum channel ch, int ok, unsigned status, const char *msg,
 		   struct ingest_resp *resp);

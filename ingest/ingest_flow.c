@@ -185,18 +185,35 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 		 (ingest_now_us() - t0) / 1000, err);
 }
 
-void
-ingest_duplicate(struct ingest *in, enum channel ch, const char *merchant, const char *trade,
-		 const char *order, const char *sha, int coalesced, struct ingest_resp *resp)
+/* The channel's success answer: WeChat Pay's 204, the others' 200. */
+static void
+ingest_ok(enum channel ch, struct ingest_resp *resp)
+{
+	ingest_answer(ch, 1, ch == CH_WXPAY ? 204 : 200, "", resp);
+}
+
+/* Answers a copy whose row is known to exist. */
+static void
+ingest_duplicate(enum channel ch, const char *merchant, const char *trade, const char *order,
+		 const char *sha, int coalesced, struct ingest_resp *resp)
 {
 	resp->outcome = OUT_DUPLICATE;
-	if (coalesced)
-		metrics_inc(in->m.coalesced, 1);
 	log_info(NULL,
 		 "event=duplicate channel=%s merchant=%s trade=%s order=%s coalesced=%d "
 		 "body_sha256=%s",
 		 channel_name(ch), merchant, trade, order, coalesced, sha);
-	ingest_answer(ch, 1, ch == CH_WXPAY ? 204 : 200, "", resp);
+	ingest_ok(ch, resp);
+}
+
+void
+ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
+		 const struct ingest_landing *l, const char *sha, long long since_us,
+		 struct ingest_resp *resp)
+{
+	ingest_duplicate(ch, merchant, l->trade, l->order, sha, 1, resp);
+	metrics_inc(in->m.coalesced, 1);
+	metrics_inc(in->m.requests[ch][OUT_DUPLICATE], 1);
+	metrics_observe_us(in->m.request_lat, ingest_now_us() - since_us);
 }
 
 void
@@ -205,7 +222,6 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
 	char reason[256], amount[32], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
 	const char *sha = req->sha;
-	struct ingest_landing land = {0, 0, 0, "", ""};
 	struct ingest_flight_entry *fe = req->flight;
 	unsigned long long id = 0;
 	long long t0 = ingest_now_us();
@@ -261,7 +277,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 			 "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
 			 "body_sha256=%s",
 			 ch, merchant, log_safe(s1, sizeof(s1), n.event_type), req->len, sha);
-		ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
+		ingest_ok(req->ch, resp);
 		goto out;
 	}
 
@@ -283,12 +299,15 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	log_safe(s1, sizeof(s1), n.kind == NOTIFY_REFUND ? n.refund_no : n.channel_trade_no);
 	log_safe(s2, sizeof(s2), n.out_trade_no);
 	/* The copies parked on this one are answered as soon as the row is known to exist. */
-	land = (struct ingest_landing){rc == DB_OK || rc == DB_DUPLICATE, n.valid_from, n.valid_to,
-				       s1, s2};
-	ingest_flight_land(in, fe, &land);
-	fe = NULL;
+	{
+		struct ingest_landing land = {rc == DB_OK || rc == DB_DUPLICATE, n.valid_from,
+					      n.valid_to, s1, s2};
+
+		ingest_flight_land(in, fe, &land);
+		fe = NULL;
+	}
 	if (rc == DB_DUPLICATE) {
-		ingest_duplicate(in, req->ch, merchant, s1, s2, sha, 0, resp);
+		ingest_duplicate(req->ch, merchant, s1, s2, sha, 0, resp);
 		goto out;
 	}
 	if (rc != DB_OK) {
@@ -310,10 +329,10 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		 ch, merchant, n.kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
 		 n.currency, req->len, sha, (ingest_now_us() - t0) / 1000);
 	ingest_publish(in, req, &n, id, cbid, resp);
-	ingest_answer(req->ch, 1, req->ch == CH_WXPAY ? 204 : 200, "", resp);
+	ingest_ok(req->ch, resp);
 out:
 	/* A flow that ended before its reservation answered: each parked copy runs alone. */
-	ingest_flight_land(in, fe, &land);
+	ingest_flight_land(in, fe, NULL);
 	metrics_inc(in->m.requests[req->ch][resp->outcome], 1);
 	metrics_observe_us(in->m.request_lat, ingest_now_us() - t0);
 }

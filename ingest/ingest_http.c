@@ -9,9 +9,9 @@
  * One event loop (libmicrohttpd's internal thread on epoll) reads every connection; a
  * complete request is suspended and queued for a worker (ingest_work.c), which runs the flow
  * and resumes the connection with its answer. A request identical to one already in flight
- * is not queued but parked on it (ingest_flight.c), and the leader's reservation answers it. The flow blocks on the database and on the
- * delivery report, the loop never does, and the number of threads competing for the cores is
- * the worker count, not the connection count. The in-flight limit answers 503 at once instead
+ * is not queued but parked on it (ingest_flight.c), and the leader's reservation answers it.
+ * The flow blocks on the database and on the delivery report, the loop never does, and the
+ * number of threads competing for the cores is the worker count, not the connection count. The in-flight limit answers 503 at once instead
  * of queueing past a channel's time budget, and a request that waited in the queue longer
  * than ingest.publish_budget_ms is answered 503 without being run (the channel pushes again).
  */
@@ -188,9 +188,7 @@ http_run(struct ingest *in, struct ingest_job *j)
 	if (waited_ms > in->cf->ingest.publish_budget_ms) {
 		/* Past the budget already: answering now beats running it late. Copies parked on
 		 * it go to the queue by themselves and are judged by the same rule. */
-		struct ingest_landing none = {0, 0, 0, "", ""};
-
-		ingest_flight_land(in, x->fe, &none);
+		ingest_flight_land(in, x->fe, NULL);
 		memset(&x->resp, 0, sizeof(x->resp));
 		x->resp.outcome = OUT_BUSY;
 		ingest_answer(x->ch, 0, 503, "busy", &x->resp);
@@ -223,14 +221,12 @@ http_settle(struct ingest *in, struct ingest_job *j, const struct ingest_landing
 {
 	struct req_ctx *x = (struct req_ctx *)j;
 
-	if (!l->stored || (int64_t)x->arrived < l->valid_from ||
+	if (l == NULL || !l->stored || (int64_t)x->arrived < l->valid_from ||
 	    (int64_t)x->arrived > l->valid_to) {
 		ingest_work_push(in, &x->job);
 		return;
 	}
-	ingest_duplicate(in, x->ch, x->im->cm->id, l->trade, l->order, x->sha, 1, &x->resp);
-	metrics_inc(in->m.requests[x->ch][OUT_DUPLICATE], 1);
-	metrics_observe_us(in->m.request_lat, ingest_now_us() - x->queued_us);
+	ingest_coalesced(in, x->ch, x->im->cm->id, l, x->sha, x->queued_us, &x->resp);
 	x->state = RQ_DONE;
 	MHD_resume_connection(x->conn);
 }
