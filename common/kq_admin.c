@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* kq_admin_wait - polls q for the result event of an admin call; NULL with err set. */
 static rd_kafka_event_t *
@@ -65,6 +66,57 @@ kq_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms)
 		rd_kafka_metadata_destroy(md);
 	rd_kafka_topic_destroy(rkt);
 	return n;
+}
+
+/* kq_topic_ready - the cluster reports topic with at least want partitions, each led. */
+static int
+kq_topic_ready(rd_kafka_t *rk, const char *topic, int want)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+	int ok = 0;
+
+	if (rkt == NULL)
+		return 0;
+	if (rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	    md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+	    md->topics[0].partition_cnt >= want) {
+		ok = 1;
+		for (int i = 0; i < md->topics[0].partition_cnt; i++)
+			ok &= md->topics[0].partitions[i].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+			      md->topics[0].partitions[i].leader >= 0;
+	}
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	rd_kafka_topic_destroy(rkt);
+	return ok;
+}
+
+/*
+ * kq_wait_ready - waits until every topic of names[] has its partitions and a leader for
+ * each. A broker that started a moment ago accepts a CreateTopics seconds before it leads the
+ * new partitions; "ensured" must mean usable, or the first publishes wait for the topic.
+ */
+static int
+kq_wait_ready(rd_kafka_t *rk, const char *const *names, const int *partitions, int n,
+	      int timeout_ms, char *err, size_t errlen)
+{
+	struct timespec dl, now;
+
+	kq_deadline(&dl, timeout_ms);
+	for (int i = 0; i < n; i++)
+		while (!kq_topic_ready(rk, names[i], partitions[i])) {
+			clock_gettime(CLOCK_REALTIME, &now);
+			if (now.tv_sec > dl.tv_sec ||
+			    (now.tv_sec == dl.tv_sec && now.tv_nsec >= dl.tv_nsec)) {
+				snprintf(err, errlen,
+					 "topic %s: no leader for every partition within %d ms",
+					 names[i], timeout_ms);
+				return -1;
+			}
+			rd_kafka_poll(rk, 100);
+		}
+	return 0;
 }
 
 /* kq_grow - CreatePartitions for the topics of names[] whose had[] is below partitions[]. */
@@ -178,7 +230,8 @@ kq_create_topics(const struct conf_kafka *cf, const char *const *names, const in
 			}
 		}
 	}
-	if (kq_grow(rk, names, partitions, was, n, timeout_ms, err, errlen) != 0)
+	if (kq_grow(rk, names, partitions, was, n, timeout_ms, err, errlen) != 0 ||
+	    kq_wait_ready(rk, names, partitions, n, timeout_ms, err, errlen) != 0)
 		goto done;
 	if (had)
 		memcpy(had, was, (size_t)n * sizeof(*had));

@@ -270,6 +270,16 @@ fx_committed(const struct conf *cf, const char *topic, int32_t partition)
 	return off;
 }
 
+/* Errors of a topic whose partitions have no leader yet; NO_ERROR is not one. */
+static int
+fx_transient(rd_kafka_resp_err_t e)
+{
+	return e == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+	       e == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+	       e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+	       e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || e == RD_KAFKA_RESP_ERR__TRANSPORT;
+}
+
 long long
 fx_read_topic(const struct conf *cf, const char *topic,
 	      int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg)
@@ -281,13 +291,27 @@ fx_read_topic(const struct conf *cf, const char *topic,
 	int64_t *high = NULL, *next = NULL;
 	long long n = -1, got = 0;
 	int np = 0, left = 0;
+	rd_kafka_resp_err_t e;
 
 	if (rk == NULL)
 		return -1;
 	rkt = rd_kafka_topic_new(rk, topic, NULL);
-	if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-	    md->topic_cnt != 1 || md->topics[0].err) {
-		printf("# fixtures: metadata of %s failed\n", topic);
+	/* A topic created a moment ago may not have its leaders yet, on a broker that has just
+	 * started for seconds: such errors are waited out (up to 20 tries of 10 s at most),
+	 * anything else fails at once. */
+	for (int tries = 0;; tries++) {
+		e = rd_kafka_metadata(rk, 0, rkt, &md, 10000);
+		if (e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1)
+			e = md->topics[0].err;
+		if (!fx_transient(e) || tries >= 20)
+			break;
+		if (md)
+			rd_kafka_metadata_destroy(md);
+		md = NULL;
+		rd_kafka_poll(rk, 100);
+	}
+	if (e != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1) {
+		printf("# fixtures: metadata of %s failed: %s\n", topic, rd_kafka_err2str(e));
 		goto done;
 	}
 	np = md->topics[0].partition_cnt;
@@ -296,19 +320,12 @@ fx_read_topic(const struct conf *cf, const char *topic,
 	l = rd_kafka_topic_partition_list_new(np);
 	for (int i = 0; i < np; i++) {
 		int64_t lo = 0, hi = 0;
-		rd_kafka_resp_err_t e;
 
 		/* A topic created a moment ago may not have its leader yet: such errors are
 		 * waited out (up to 20 tries of 10 s at most), anything else fails at once. */
 		for (int tries = 0;; tries++) {
 			e = rd_kafka_query_watermark_offsets(rk, topic, i, &lo, &hi, 10000);
-			if (e == RD_KAFKA_RESP_ERR_NO_ERROR ||
-			    (e != RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE &&
-			     e != RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION &&
-			     e != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
-			     e != RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION &&
-			     e != RD_KAFKA_RESP_ERR__TRANSPORT) ||
-			    tries >= 20)
+			if (!fx_transient(e) || tries >= 20)
 				break;
 			rd_kafka_poll(rk, 100);
 		}
