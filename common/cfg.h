@@ -65,7 +65,7 @@ struct cfg_errors {
  * Returns the number of errors (0 = valid); the messages are in errs.
  */
 int cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned proc,
-	     struct cfg_errors *errs);
+             struct cfg_errors *errs);
 /* Frees the strings and arrays cfg_load allocated in out. */
 void cfg_free(const struct cfg_setting *tab, void *out);
 

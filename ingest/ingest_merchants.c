@@ -41,24 +41,24 @@ ingest_merchant_load(struct ingest *in, struct ingest_merchant *im, char *err, s
 		for (int k = 0; k < cm->wxpay.nkeys; k++) {
 			const char *id = cm->wxpay.keys[k].serial;
 			if (keys_wx_add(&im->wx, cm->wxpay.keys[k].file, id[0] ? id : NULL, e,
-					sizeof(e)) != 0)
+			                sizeof(e)) != 0)
 				goto fail;
 		}
 	}
 	if (cm->has_alipay) {
 		snprintf(im->ali.app_id, sizeof(im->ali.app_id), "%s", cm->alipay.app_id);
 		for (int k = 0; k < cm->alipay.public_key_files.n; k++)
-			if (keys_ali_add(&im->ali, cm->alipay.public_key_files.v[k], e, sizeof(e)) !=
-			    0)
+			if (keys_ali_add(&im->ali, cm->alipay.public_key_files.v[k], e,
+			                 sizeof(e)) != 0)
 				goto fail;
 	}
 	if (cm->has_stripe) {
 		im->stripe.tolerance_s = (int)in->cf->ingest.timestamp_tolerance_s;
 		snprintf(im->stripe.order_key, sizeof(im->stripe.order_key), "%s",
-			 cm->stripe.order_metadata_key);
+		         cm->stripe.order_metadata_key);
 		for (int k = 0; k < cm->stripe.secret_files.n; k++)
 			if (keys_stripe_add(&im->stripe, cm->stripe.secret_files.v[k], e,
-					    sizeof(e)) != 0)
+			                    sizeof(e)) != 0)
 				goto fail;
 	}
 	return 0;
@@ -72,7 +72,7 @@ ingest_merchants_load(struct ingest *in, char *err, size_t errlen)
 {
 	in->nmerchants = in->cf->nmerchants;
 	if ((in->merchants = calloc((size_t)(in->nmerchants ? in->nmerchants : 1),
-				    sizeof(*in->merchants))) == NULL) {
+	                            sizeof(*in->merchants))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}

@@ -108,20 +108,20 @@ struct stripe_merchant {
  * VERR_OK *out must not be used.
  */
 enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
-			  const uint8_t *body, size_t len, time_t now, struct notify *out,
-			  char *reason, size_t rlen);
+                          const uint8_t *body, size_t len, time_t now, struct notify *out,
+                          char *reason, size_t rlen);
 enum verr ali_verify_parse(const struct ali_merchant *, const uint8_t *body, size_t len,
-			   struct notify *out, char *reason, size_t rlen);
+                           struct notify *out, char *reason, size_t rlen);
 enum verr stripe_verify_parse(const struct stripe_merchant *, const struct http_hdr *, size_t nhdrs,
-			      const uint8_t *body, size_t len, time_t now, struct notify *out,
-			      char *reason, size_t rlen);
+                              const uint8_t *body, size_t len, time_t now, struct notify *out,
+                              char *reason, size_t rlen);
 
 /*
  * Decrypts the resource of a WeChat notification body into a new buffer *plain (free it)
  * WITHOUT checking the signature: for tests and operator tools only, never for ingest.
  */
 enum verr wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_t len,
-			  uint8_t **plain, size_t *plen, char *reason, size_t rlen);
+                          uint8_t **plain, size_t *plen, char *reason, size_t rlen);
 
 /*
  * Builds Alipay's string to sign from decoded parameters: every parameter except "sign"
@@ -136,14 +136,14 @@ int ali_sign_content(const struct form *params, int keep_sign_type, char **out, 
  * returns 0 or -1; outputs that are char ** are new buffers to free.
  */
 int wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
-		   const char *event_type, const char *resource_plaintext_json, time_t ts,
-		   /* out */ char **body, char hdr_timestamp[24], char hdr_nonce[40],
-		   char **hdr_signature);
+                   const char *event_type, const char *resource_plaintext_json, time_t ts,
+                   /* out */ char **body, char hdr_timestamp[24], char hdr_nonce[40],
+                   char **hdr_signature);
 int ali_sign_notify(EVP_PKEY *alipay_priv, /* params without sign */ const char *const *keys,
-		    const char *const *values, size_t n,
-		    char **form_body /* urlencoded, with sign_type=RSA2&sign=... */);
+                    const char *const *values, size_t n,
+                    char **form_body /* urlencoded, with sign_type=RSA2&sign=... */);
 int stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen,
-		       time_t t, char *hdr, size_t hlen);
+                       time_t t, char *hdr, size_t hlen);
 
 /*
  * keys_*: load merchant keys from files. Each returns 0 or -1 with err naming the file and
@@ -156,7 +156,7 @@ int stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, s
  * keys_stripe_add: an endpoint secret, one trailing newline trimmed.
  */
 int keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
-		size_t errlen);
+                size_t errlen);
 int keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen);
 int keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
 int keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
@@ -172,15 +172,15 @@ void keys_stripe_free(struct stripe_merchant *m);
 void notify_init(struct notify *n);
 int notify_copy(char *dst, size_t cap, const char *src, size_t len);
 enum verr notify_json_load(const uint8_t *p, size_t n, struct json_t **out, char *reason,
-			   size_t rlen);
+                           size_t rlen);
 enum verr notify_json_str(const struct json_t *obj, const char *path, const char *key, char *dst,
-			  size_t cap, int required, char *reason, size_t rlen);
+                          size_t cap, int required, char *reason, size_t rlen);
 enum verr notify_json_amount(const struct json_t *obj, const char *path, const char *key,
-			     int64_t *out, char *reason, size_t rlen);
+                             int64_t *out, char *reason, size_t rlen);
 enum verr notify_currency(const char *code, char dst[4], char *reason, size_t rlen);
 /* How often the header (name case-insensitive) occurs; *val and *vlen get the first occurrence's
  * value with surrounding spaces and tabs trimmed. */
 int notify_header(const struct http_hdr *h, size_t n, const char *name, const char **val,
-		  size_t *vlen);
+                  size_t *vlen);
 
 #endif

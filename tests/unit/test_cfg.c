@@ -48,9 +48,9 @@ complete_file_is_accepted_with_defaults(void **state)
 
 	(void)state;
 	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"default\"; stripe = { secret_files = "
-				      "[ \"%s\" ]; }; } );\n",
-			      &errs, &cf),
-			 0);
+	                              "[ \"%s\" ]; }; } );\n",
+	                      &errs, &cf),
+	                 0);
 	assert_int_equal(cf.db.port, 23306);
 	assert_int_equal(cf.ingest.max_body_bytes, 65536);
 	assert_int_equal(cf.retry.ladder_s.n, 8);
@@ -98,13 +98,13 @@ out_of_bounds_value_is_an_error(void **state)
 	struct conf cf;
 
 	(void)state;
-	assert_int_equal(load(GOOD_DB "ingest = { listen_port = 70000; max_body_bytes = 10; };\n",
-			      &errs, &cf),
-			 2);
+	assert_int_equal(
+	    load(GOOD_DB "ingest = { listen_port = 70000; max_body_bytes = 10; };\n", &errs, &cf),
+	    2);
 	assert_non_null(strstr(errs.text, ":2: setting 'ingest.listen_port': value 70000 is out of "
-					  "bounds [1, 65535]"));
+	                                  "bounds [1, 65535]"));
 	assert_non_null(strstr(errs.text, "setting 'ingest.max_body_bytes': value 10 is out of "
-					  "bounds [1024, 1048576]"));
+	                                  "bounds [1024, 1048576]"));
 	conf_free(&cf);
 }
 
@@ -127,11 +127,10 @@ missing_secret_file_is_an_error(void **state)
 	struct conf cf;
 
 	(void)state;
-	assert_int_equal(load("database = { password_file = \"/nonexistent/db_password\"; };\n",
-			      &errs, &cf),
-			 1);
+	assert_int_equal(
+	    load("database = { password_file = \"/nonexistent/db_password\"; };\n", &errs, &cf), 1);
 	assert_non_null(strstr(errs.text, ":1: setting 'database.password_file': cannot read "
-					  "file '/nonexistent/db_password': No such file"));
+	                                  "file '/nonexistent/db_password': No such file"));
 	conf_free(&cf);
 }
 
@@ -144,7 +143,7 @@ missing_required_setting_is_an_error(void **state)
 	(void)state;
 	assert_int_equal(load("log_level = \"info\";\n", &errs, &cf), 1);
 	assert_non_null(strstr(errs.text, "setting 'database.password_file': required setting is "
-					  "missing"));
+	                                  "missing"));
 	conf_free(&cf);
 }
 
@@ -155,22 +154,24 @@ merchant_errors_name_the_list_entry(void **state)
 	struct conf cf;
 
 	(void)state;
-	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; alipay = { app_id = \"1\"; "
-				      "public_key_files = [ \"/nonexistent.pem\" ]; }; },\n"
-				      "  { id = \"a\"; wxpay = { apiv3_key_file = \"%s\"; }; } );\n",
-			      &errs, &cf),
-			 2);
+	assert_int_equal(load(GOOD_DB
+	                      "merchants = ( { id = \"a\"; alipay = { app_id = \"1\"; "
+	                      "public_key_files = [ \"/nonexistent.pem\" ]; }; },\n"
+	                      "  { id = \"a\"; wxpay = { apiv3_key_file = \"%s\"; }; } );\n",
+	                      &errs, &cf),
+	                 2);
 	assert_non_null(strstr(errs.text, "setting 'merchants[0].alipay.public_key_files[0]': "
-					  "cannot read file '/nonexistent.pem'"));
+	                                  "cannot read file '/nonexistent.pem'"));
 	assert_non_null(strstr(errs.text, "setting 'merchants[1].wxpay.keys': must have at least "
-					  "one entry"));
+	                                  "one entry"));
 	conf_free(&cf);
 	/* Cross-setting checks run once every setting is valid. */
-	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
-				      "[ \"%s\" ]; }; },\n"
-				      "  { id = \"a\"; stripe = { secret_files = [ \"%s\" ]; }; } );\n",
-			      &errs, &cf),
-			 1);
+	assert_int_equal(load(GOOD_DB
+	                      "merchants = ( { id = \"a\"; stripe = { secret_files = "
+	                      "[ \"%s\" ]; }; },\n"
+	                      "  { id = \"a\"; stripe = { secret_files = [ \"%s\" ]; }; } );\n",
+	                      &errs, &cf),
+	                 1);
 	assert_non_null(strstr(errs.text, "merchant id 'a' appears twice"));
 	conf_free(&cf);
 }
