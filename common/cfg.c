@@ -19,6 +19,7 @@ struct cfg_ctx {
 	const char *file;
 	unsigned proc;
 	struct cfg_errors *errs;
+	const config_setting_t *grp; /* the group being walked: a missing setting's line */
 };
 
 static void cfg_err(struct cfg_ctx *, const config_setting_t *, const char *, const char *, ...)
@@ -36,6 +37,9 @@ cfg_err(struct cfg_ctx *c, const config_setting_t *s, const char *path, const ch
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	e->n++;
+	/* A missing setting has no line of its own; the group it is missing from has one. */
+	if (s == NULL)
+		s = c->grp;
 	if (used + 1 < sizeof(e->text)) {
 		if (s && config_setting_source_line(s) > 0)
 			snprintf(e->text + used, sizeof(e->text) - used,
@@ -55,6 +59,17 @@ cfg_check_file(struct cfg_ctx *c, const config_setting_t *s, const char *path,
 		return;
 	if (access(file, R_OK) != 0)
 		cfg_err(c, s, path, "cannot read file '%s': %s", file, strerror(errno));
+}
+
+/* cfg_is_name - whether s is made of letters, digits, '.', '_' and '-' only. */
+static int
+cfg_is_name(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-'))
+			return 0;
+	return 1;
 }
 
 static int
@@ -134,6 +149,10 @@ cfg_scalar(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_settin
 			        t->max > 0 ? t->max : 4096);
 			return;
 		}
+		if ((t->flags & CFGF_NAME) && !cfg_is_name(str)) {
+			cfg_err(c, s, path, "may hold only letters, digits, '.', '_' and '-'");
+			return;
+		}
 		if (str[0] != '\0')
 			cfg_check_file(c, s, path, t, str);
 		*(char **)dst = strdup(str);
@@ -199,6 +218,16 @@ cfg_list(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_setting 
 				cfg_err(c, e, sub, "expected a string");
 				continue;
 			}
+			if ((t->flags & CFGF_NAME) &&
+			    (!cfg_is_name(config_setting_get_string(e)) ||
+			     config_setting_get_string(e)[0] == '\0' ||
+			     (t->max > 0 &&
+			      (long long)strlen(config_setting_get_string(e)) > t->max))) {
+				cfg_err(c, e, sub,
+				        "must be 1 to %lld letters, digits, '.', '_' or '-'",
+				        t->max > 0 ? t->max : 4096);
+				continue;
+			}
 			cfg_check_file(c, e, sub, t, config_setting_get_string(e));
 			out->v[out->n++] = strdup(config_setting_get_string(e));
 		}
@@ -245,8 +274,10 @@ static void
 cfg_group(struct cfg_ctx *c, const config_setting_t *grp, const struct cfg_setting *tab, char *base,
           const char *prefix)
 {
+	const config_setting_t *outer = c->grp;
 	char path[256];
 
+	c->grp = grp;
 	/* First every member of the file's group must be known to the table. */
 	for (int i = 0; grp && i < config_setting_length(grp); i++) {
 		config_setting_t *m = config_setting_get_elem(grp, (unsigned)i);
@@ -300,13 +331,14 @@ cfg_group(struct cfg_ctx *c, const config_setting_t *grp, const struct cfg_setti
 			break;
 		}
 	}
+	c->grp = outer;
 }
 
 int
 cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned proc,
          struct cfg_errors *errs)
 {
-	struct cfg_ctx c = {file, proc, errs};
+	struct cfg_ctx c = {file, proc, errs, NULL};
 	config_t cf;
 
 	memset(errs, 0, sizeof(*errs));

@@ -30,6 +30,7 @@ enum cfg_type {
 #define CFGF_FILE     0x1 /* a path (or list of paths) that must be a readable file */
 #define CFGF_REQUIRED 0x2 /* a group that must be present */
 #define CFGF_NONEMPTY 0x4 /* a string or list that must not be empty */
+#define CFGF_NAME     0x8 /* a string (or each string of a list) of [A-Za-z0-9._-] only */
 
 struct cfg_ints {
 	int n;
