@@ -78,6 +78,7 @@ enum outcome {
 	OUT_REJECTED,    /* verification failed: nothing stored */
 	OUT_DB_ERROR,    /* could not reserve: the channel will push again */
 	OUT_BUSY,        /* over a concurrency limit: 503 */
+	OUT_UNROUTABLE,  /* verified, not this merchant's to apply: kept in unroutable, acked */
 	OUT_COUNT
 };
 

@@ -215,7 +215,7 @@ enum verr
 ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, struct notify *out,
                  char *reason, size_t rlen)
 {
-	const struct form_pair *sign, *stype, *charset, *app;
+	const struct form_pair *sign, *stype, *charset, *app, *seller;
 	uint8_t sig[SIG_RSA_MAX_BYTES];
 	struct form f;
 	char err[96];
@@ -266,13 +266,16 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
 		snprintf(reason, rlen, "signature does not verify");
 		goto done;
 	}
-	if ((app = form_get(&f, "app_id")) == NULL || m->app_id[0] == '\0' ||
-	    strcmp(app->val, m->app_id) != 0) {
-		snprintf(reason, rlen, "app_id is not this merchant's");
-		e = VERR_MERCHANT;
+	if ((e = ali_parse(&f, !utf8, out, reason, rlen)) != VERR_OK || out->kind == NOTIFY_IGNORED)
 		goto done;
-	}
-	e = ali_parse(&f, !utf8, out, reason, rlen);
+	/* Authentic, and a payment or refund: it must also be this merchant's. */
+	app = form_get(&f, "app_id");
+	seller = form_get(&f, "seller_id");
+	if (app == NULL || m->app_id[0] == '\0' || strcmp(app->val, m->app_id) != 0)
+		e = notify_unroutable(out, "foreign_app_id");
+	else if (m->seller_id[0] != '\0' &&
+	         (seller == NULL || strcmp(seller->val, m->seller_id) != 0))
+		e = notify_unroutable(out, "foreign_seller_id");
 done:
 	form_free(&f);
 	return e;

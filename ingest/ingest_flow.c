@@ -8,6 +8,11 @@
  *    only after the initial lease, so the retrier leaves the first attempt alone.
  * 3. Publish the row id and wait for the delivery report up to the budget; answer success
  *    either way, because the row is durable and the retrier recovers a lost publish.
+ *
+ * A notification that verifies but cannot be applied to this merchant (unroutable: no order
+ * number, another merchant's identity, a test-mode event for a live merchant) is kept in the
+ * unroutable table with one autocommit INSERT, raises an alert when it is new, and is answered
+ * with success, so that the channel neither retries it forever nor disables the endpoint.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +28,7 @@ const char *
 outcome_name(enum outcome o)
 {
 	static const char *const n[] = {"stored",   "unpublished", "duplicate", "ignored",
-	                                "rejected", "db_error",    "busy"};
+	                                "rejected", "db_error",    "busy",      "unroutable"};
 
 	return (unsigned)o < OUT_COUNT ? n[o] : "unknown";
 }
@@ -92,6 +97,55 @@ static const char *SQL_RESERVE_REFUND =
     "out_trade_no, event_id, event_type, refund_status, amount, amount_cumulative, currency, "
     "raw_body, body_sha256, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
     "NOW(3) + INTERVAL ? SECOND)";
+
+static const char *SQL_UNROUTABLE =
+    "INSERT INTO unroutable (merchant_id, channel, event_key, event_id, event_type, reason, "
+    "raw_body, body_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+static const char *SQL_UNROUTABLE_ALERT =
+    "INSERT INTO alerts (kind, merchant_id, detail) VALUES ('unroutable', ?, ?)";
+
+/*
+ * ingest_keep - keeps an unroutable notification: one autocommit INSERT on (merchant,
+ * channel, event key), where a duplicate-key error means "already kept", and for a new row an
+ * alert naming the channel, the event and the reason. Returns the class of the first INSERT,
+ * with *id set on DB_OK; a failed alert is logged, not returned, since the row is kept and
+ * the metric still counts it.
+ */
+static enum db_rc
+ingest_keep(struct db *db, const struct ingest_req *req, const struct notify *n, const char *sha,
+            unsigned long long *id)
+{
+	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	const char *key = n->event_id[0] != '\0' ? n->event_id : sha;
+	struct db_in p[8] = {DBI_STR(merchant),
+	                     DBI_STR(ch),
+	                     DBI_STR(key),
+	                     DBI_STR(n->event_id),
+	                     DBI_STR(n->event_type),
+	                     DBI_STR(n->unroutable),
+	                     DBI_BIN(req->body, req->len),
+	                     DBI_STR(sha)};
+	char detail[512], s1[NOTIFY_STR], s2[64];
+	enum db_rc rc;
+
+	if ((rc = db_exec(db, SQL_UNROUTABLE, p, 8, NULL, id)) != DB_OK)
+		return rc;
+	snprintf(detail, sizeof(detail),
+	         "unroutable notification %llu: channel=%s event=%s type=%s reason=%s", *id, ch,
+	         log_safe(s1, sizeof(s1), key), log_safe(s2, sizeof(s2), n->event_type),
+	         n->unroutable);
+	{
+		struct db_in a[2] = {DBI_STR(merchant), DBI_STR(detail)};
+
+		if ((rc = db_exec(db, SQL_UNROUTABLE_ALERT, a, 2, NULL, NULL)) != DB_OK)
+			log_error(
+			    NULL,
+			    "event=alert_failed kind=unroutable channel=%s merchant=%s id=%llu "
+			    "class=%s",
+			    ch, merchant, *id, db_rc_name(rc));
+	}
+	return DB_OK;
+}
 
 /* Reserves the row; returns the db class, with *id set on DB_OK. */
 static enum db_rc
@@ -216,6 +270,53 @@ ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
 	metrics_observe_us(in->m.request_lat, ingest_now_us() - since_us);
 }
 
+/*
+ * ingest_unroutable - keeps an authentic notification that cannot be applied and answers it:
+ * success once it is kept (new or already), 503 when it could not be stored, so the channel
+ * pushes it again. The copies parked on it are settled like a reservation's.
+ */
+static void
+ingest_unroutable(struct ingest *in, const struct ingest_req *req, const struct notify *n,
+                  struct ingest_resp *resp)
+{
+	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	char s1[NOTIFY_STR], s2[64];
+	unsigned long long id = 0;
+	enum db_rc rc = DB_RETRYABLE;
+	struct db *db;
+
+	log_safe(s1, sizeof(s1), n->event_id[0] != '\0' ? n->event_id : req->sha);
+	log_safe(s2, sizeof(s2), n->event_type);
+	if ((db = ingest_pool_get(&in->pool, 1000)) != NULL) {
+		rc = ingest_keep(db, req, n, req->sha, &id);
+		ingest_pool_put(&in->pool, db);
+	}
+	{
+		struct ingest_landing land = {rc == DB_OK || rc == DB_DUPLICATE, n->valid_from,
+		                              n->valid_to, s1, "-"};
+
+		ingest_flight_land(in, req->flight, &land);
+	}
+	if (rc != DB_OK && rc != DB_DUPLICATE) {
+		resp->outcome = db == NULL ? OUT_BUSY : OUT_DB_ERROR;
+		log_error(NULL,
+		          "event=unroutable_not_kept channel=%s merchant=%s event_id=%s reason=%s "
+		          "class=%s body_len=%zu body_sha256=%s",
+		          ch, merchant, s1, n->unroutable, db == NULL ? "pool" : db_rc_name(rc),
+		          req->len, req->sha);
+		ingest_answer(req->ch, 0, 503, db == NULL ? "busy" : "storage unavailable", resp);
+		return;
+	}
+	resp->outcome = OUT_UNROUTABLE;
+	resp->id = id;
+	log_warn(NULL,
+	         "event=unroutable channel=%s merchant=%s event_id=%s type=%s reason=%s kept=%s "
+	         "id=%llu body_len=%zu body_sha256=%s",
+	         ch, merchant, s1, s2, n->unroutable, rc == DB_OK ? "new" : "already", id, req->len,
+	         req->sha);
+	ingest_ok(req->ch, resp);
+}
+
 void
 ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp)
 {
@@ -242,14 +343,17 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	reason[0] = '\0';
 	ve = ingest_verify(req, &n, reason, sizeof(reason));
 	atomic_fetch_sub(&in->unverified, 1);
-	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED &&
-	    (n.out_trade_no[0] == '\0' ||
-	     (n.kind == NOTIFY_PAYMENT && n.channel_trade_no[0] == '\0') ||
+	/* Authentic, but without an order number it cannot be applied to any order. */
+	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
+	    n.out_trade_no[0] == '\0')
+		notify_unroutable(&n, "no_order");
+	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
+	    ((n.kind == NOTIFY_PAYMENT && n.channel_trade_no[0] == '\0') ||
 	     (n.kind == NOTIFY_REFUND && n.refund_no[0] == '\0'))) {
 		ve = VERR_BODY;
-		snprintf(reason, sizeof(reason), "missing order, trade or refund number");
+		snprintf(reason, sizeof(reason), "missing trade or refund number");
 	}
-	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED &&
+	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
 	    ((scale = money_currency_scale(n.currency)) < 0 ||
 	     money_format(n.amount_minor, scale, amount, sizeof(amount)) < 0)) {
 		ve = VERR_UNSUPPORTED;
@@ -278,6 +382,12 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		         "body_sha256=%s",
 		         ch, merchant, log_safe(s1, sizeof(s1), n.event_type), req->len, sha);
 		ingest_ok(req->ch, resp);
+		goto out;
+	}
+
+	if (n.kind == NOTIFY_UNROUTABLE) {
+		ingest_unroutable(in, req, &n, resp);
+		fe = NULL; /* landed there */
 		goto out;
 	}
 

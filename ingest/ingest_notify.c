@@ -29,7 +29,6 @@ verr_name(enum verr e)
 	    [VERR_SIGNATURE] = "signature",
 	    [VERR_DECRYPT] = "decrypt",
 	    [VERR_BODY] = "body",
-	    [VERR_MERCHANT] = "merchant",
 	    [VERR_AMOUNT] = "amount",
 	    [VERR_UNSUPPORTED] = "unsupported",
 	};
@@ -46,6 +45,23 @@ notify_init(struct notify *n)
 	n->order_total_minor = -1;
 	n->valid_from = INT64_MIN;
 	n->valid_to = INT64_MAX;
+}
+
+enum verr
+notify_unroutable(struct notify *n, const char *why)
+{
+	n->kind = NOTIFY_UNROUTABLE;
+	snprintf(n->unroutable, sizeof(n->unroutable), "%s", why);
+	return VERR_OK;
+}
+
+int
+notify_listed(const char *list, size_t cap, int n, const char *s)
+{
+	for (int i = 0; i < n && i < NOTIFY_LIST_MAX; i++)
+		if (strcmp(list + (size_t)i * cap, s) == 0)
+			return 1;
+	return 0;
 }
 
 int

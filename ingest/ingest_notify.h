@@ -19,7 +19,17 @@
 struct form;   /* common/form.h */
 struct json_t; /* jansson */
 
-enum notify_kind { NOTIFY_PAYMENT = 1, NOTIFY_REFUND = 2, NOTIFY_IGNORED = 3 };
+/*
+ * NOTIFY_UNROUTABLE: authentic, and a payment or refund, but not one this merchant can apply:
+ * no order number, or another merchant's (mchid, sub_mchid, appid, app_id, seller_id, Connect
+ * account), or a test-mode event for a live merchant. notify.unroutable says which.
+ */
+enum notify_kind {
+	NOTIFY_PAYMENT = 1,
+	NOTIFY_REFUND = 2,
+	NOTIFY_IGNORED = 3,
+	NOTIFY_UNROUTABLE = 4
+};
 
 /* Why a request was rejected; used for metrics labels (see verr_name()). */
 enum verr {
@@ -30,12 +40,11 @@ enum verr {
 	VERR_SIGNATURE,   /* signature or MAC does not verify, or is not decodable */
 	VERR_DECRYPT,     /* AEAD failure, malformed ciphertext or nonce */
 	VERR_BODY,        /* malformed JSON/form, non-UTF-8, missing field */
-	VERR_MERCHANT,    /* app_id/mchid mismatch */
 	VERR_AMOUNT,      /* amount not a non-negative integer/decimal within MONEY_MAX_MINOR */
 	VERR_UNSUPPORTED, /* sign_type not RSA2, algorithm not AEAD_AES_256_GCM, unknown currency */
 };
-/* "ok", "header", "timestamp", "serial", "signature", "decrypt", "body", "merchant",
- * "amount", "unsupported"; "unknown" for anything else. */
+/* "ok", "header", "timestamp", "serial", "signature", "decrypt", "body", "amount",
+ * "unsupported"; "unknown" for anything else. */
 const char *verr_name(enum verr);
 
 struct http_hdr {
@@ -47,13 +56,19 @@ struct http_hdr {
 #define NOTIFY_BODY_MAX          (1024 * 1024)
 #define NOTIFY_STR               128
 #define NOTIFY_TOLERANCE_DEFAULT 300
+/* Most entries of a merchant's allow-lists (sub_mchids, appids, Connect accounts). */
+#define NOTIFY_LIST_MAX 16
 
 /*
  * One verified notification. Ids are the channels' own: event_id is the WeChat envelope id,
  * the Alipay notify_id or the Stripe evt_ id; channel_trade_no is the WeChat transaction_id,
  * the Alipay trade_no or the Stripe PaymentIntent id (the charge id for a charge without
  * one). For refunds refund_no is the channel's refund id (WeChat refund_id, Alipay out_biz_no
- * or else "<trade_no>-<gmt_refund>", Stripe re_ id or "<charge id>:<amount_refunded>").
+ * or else "<trade_no>-<gmt_refund>", Stripe re_ id or "<charge id>:<amount_refunded>"). One
+ * refund id can come with several statuses (WeChat SUCCESS, ABNORMAL, CLOSED; Stripe
+ * succeeded, failed, canceled): status carries the channel's word verbatim, and the refund
+ * log's unique key includes it, so a status that advances is a new row and a copy of the same
+ * status is a duplicate.
  */
 struct notify {
 	enum notify_kind kind;
@@ -64,7 +79,8 @@ struct notify {
 	char refund_no[NOTIFY_STR];
 	/* Refunds: the merchant's refund request number (wx out_refund_no, alipay out_biz_no). */
 	char merchant_refund_no[NOTIFY_STR];
-	char status[32]; /* trade_state / trade_status / refund_status / stripe status */
+	char status[32];     /* trade_state / trade_status / refund_status / stripe status */
+	char unroutable[32]; /* NOTIFY_UNROUTABLE: the reason (no_order, foreign_mchid, ...) */
 	/* Payment: the amount paid; refund: this refund, or the refunded total when cumulative. */
 	int64_t amount_minor;
 	int refund_cumulative;     /* alipay refund_fee and stripe charge.refunded are totals */
@@ -79,7 +95,12 @@ struct wx_key {
 	EVP_PKEY *pkey;
 };
 struct wx_merchant {
-	char mchid[40]; /* "" disables the mchid check */
+	char mchid[40];    /* direct mode: the notification's mchid; partner mode: a sub_mchid */
+	char sp_mchid[40]; /* partner mode's service provider; "" = partner mode is not ours */
+	char sub_mchids[NOTIFY_LIST_MAX][40]; /* more sub-merchants served in partner mode */
+	int nsub_mchids;
+	char appids[NOTIFY_LIST_MAX][40]; /* allowed app ids; none = not checked */
+	int nappids;
 	uint8_t apiv3_key[32];
 	size_t apiv3_key_len; /* 32; 16 (AES-128) only for the official Go test vector */
 	struct wx_key keys[8];
@@ -88,6 +109,7 @@ struct wx_merchant {
 };
 struct ali_merchant {
 	char app_id[40];
+	char seller_id[40]; /* "" = not checked */
 	EVP_PKEY *keys[4];
 	int nkeys;
 };
@@ -100,6 +122,9 @@ struct stripe_merchant {
 	int nsecrets;
 	int tolerance_s;    /* 300; <= 0 means 300 */
 	char order_key[64]; /* metadata key carrying the order number; "" means "order_id" */
+	char accounts[NOTIFY_LIST_MAX][64]; /* Connect accounts whose events are ours */
+	int naccounts;
+	int test_mode; /* livemode:false events are ours too */
 };
 
 /*
@@ -170,6 +195,10 @@ void keys_stripe_free(struct stripe_merchant *m);
  * writes reason itself; path/key name the field in messages ("amount" "total").
  */
 void notify_init(struct notify *n);
+/* Marks n unroutable for reason why (a short label); returns VERR_OK. */
+enum verr notify_unroutable(struct notify *n, const char *why);
+/* Whether s is one of the n entries of list (each cap bytes). */
+int notify_listed(const char *list, size_t cap, int n, const char *s);
 int notify_copy(char *dst, size_t cap, const char *src, size_t len);
 enum verr notify_json_load(const uint8_t *p, size_t n, struct json_t **out, char *reason,
                            size_t rlen);

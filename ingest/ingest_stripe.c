@@ -93,21 +93,53 @@ stripe_header(const char *s, size_t n, struct stripe_hdr *h, char *reason, size_
 	return VERR_OK;
 }
 
-/* stripe_order - the order number from metadata[key], or else from fallback (may be NULL). */
+/*
+ * stripe_order - the order number from metadata[key], or else from fallback (may be NULL). An
+ * object without one (a refund made in the Dashboard, a PaymentIntent of an invoice) is
+ * authentic but cannot be applied: unroutable, reason no_order.
+ */
 static enum verr
 stripe_order(const json_t *obj, const char *key, const char *fallback, struct notify *out,
              char *reason, size_t rlen)
 {
 	const json_t *md = json_object_get(obj, "metadata");
+	const json_t *v = json_is_object(md) ? json_object_get(md, key) : NULL;
 
-	if (json_is_object(md) && json_is_string(json_object_get(md, key)))
+	if (json_is_string(v) && json_string_length(v) > 0)
 		return notify_json_str(md, "metadata", key, out->out_trade_no,
 		                       sizeof(out->out_trade_no), 1, reason, rlen);
-	if (fallback != NULL && json_is_string(json_object_get(obj, fallback)))
+	if (fallback != NULL && json_is_string(v = json_object_get(obj, fallback)) &&
+	    json_string_length(v) > 0)
 		return notify_json_str(obj, NULL, fallback, out->out_trade_no,
 		                       sizeof(out->out_trade_no), 1, reason, rlen);
-	snprintf(reason, rlen, "missing metadata.%s", key);
-	return VERR_BODY;
+	return notify_unroutable(out, "no_order");
+}
+
+/*
+ * stripe_binding - NULL when the event is this merchant's to apply, else the unroutable
+ * reason: an event of a Connect account not on the allow-list, or a test-mode event
+ * (livemode false) for a merchant not in test mode. An event without livemode counts as live.
+ */
+static const char *
+stripe_binding(const struct stripe_merchant *m, const json_t *ev)
+{
+	const json_t *acct = json_object_get(ev, "account");
+
+	if (acct != NULL && !json_is_null(acct) &&
+	    (!json_is_string(acct) || !notify_listed(m->accounts[0], sizeof(m->accounts[0]),
+	                                             m->naccounts, json_string_value(acct))))
+		return "foreign_account";
+	if (json_is_false(json_object_get(ev, "livemode")) && !m->test_mode)
+		return "test_mode";
+	return NULL;
+}
+
+/* stripe_refund_event - whether type carries a Refund object as data.object. */
+static int
+stripe_refund_event(const char *type)
+{
+	return strcmp(type, "refund.created") == 0 || strcmp(type, "refund.updated") == 0 ||
+	       strcmp(type, "refund.failed") == 0 || strcmp(type, "charge.refund.updated") == 0;
 }
 
 /* stripe_ref - copies obj[key] if it is a string, else obj.id: the trade a refund belongs to. */
@@ -125,7 +157,7 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 {
 	const char *key = m->order_key[0] != '\0' ? m->order_key : "order_id";
 	const json_t *obj = json_object_get(json_object_get(ev, "data"), "object");
-	const char *type = out->event_type;
+	const char *type = out->event_type, *why;
 	char currency[8], tmp[NOTIFY_STR];
 	enum verr e;
 
@@ -135,8 +167,7 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 	} else if (strcmp(type, "checkout.session.completed") == 0 ||
 	           strcmp(type, "checkout.session.async_payment_succeeded") == 0) {
 		out->kind = NOTIFY_PAYMENT;
-	} else if (strcmp(type, "charge.refunded") == 0 || strcmp(type, "refund.created") == 0 ||
-	           strcmp(type, "refund.updated") == 0) {
+	} else if (strcmp(type, "charge.refunded") == 0 || stripe_refund_event(type)) {
 		out->kind = NOTIFY_REFUND;
 	} else {
 		return VERR_OK;
@@ -145,6 +176,32 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 		snprintf(reason, rlen, "missing data.object");
 		return VERR_BODY;
 	}
+	if (strncmp(type, "checkout.session.", 17) == 0) {
+		/* A delayed payment method completes the session unpaid; wait for the money. */
+		if ((e = notify_json_str(obj, "data.object", "payment_status", out->status,
+		                         sizeof(out->status), 1, reason, rlen)))
+			return e;
+		if (strcmp(out->status, "paid") != 0) {
+			out->kind = NOTIFY_IGNORED;
+			return VERR_OK;
+		}
+	} else if (stripe_refund_event(type)) {
+		/*
+		 * A refund object's status is final once succeeded, failed or canceled (a
+		 * succeeded refund can still fail later); pending and requires_action move no
+		 * money yet. The status goes to the processor verbatim.
+		 */
+		if ((e = notify_json_str(obj, "data.object", "status", out->status,
+		                         sizeof(out->status), 1, reason, rlen)))
+			return e;
+		if (strcmp(out->status, "succeeded") != 0 && strcmp(out->status, "failed") != 0 &&
+		    strcmp(out->status, "canceled") != 0) {
+			out->kind = NOTIFY_IGNORED;
+			return VERR_OK;
+		}
+	}
+	if ((why = stripe_binding(m, ev)) != NULL)
+		return notify_unroutable(out, why);
 	if ((e = notify_json_str(obj, "data.object", "currency", currency, sizeof(currency), 1,
 	                         reason, rlen)) ||
 	    (e = notify_currency(currency, out->currency, reason, rlen)))
@@ -164,14 +221,6 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 		return stripe_order(obj, key, NULL, out, reason, rlen);
 	}
 	if (strncmp(type, "checkout.session.", 17) == 0) {
-		/* A delayed payment method completes the session unpaid; wait for the money. */
-		if ((e = notify_json_str(obj, "data.object", "payment_status", out->status,
-		                         sizeof(out->status), 1, reason, rlen)))
-			return e;
-		if (strcmp(out->status, "paid") != 0) {
-			out->kind = NOTIFY_IGNORED;
-			return VERR_OK;
-		}
 		if ((e = stripe_ref(obj, "payment_intent", out->channel_trade_no,
 		                    sizeof(out->channel_trade_no), reason, rlen)) ||
 		    (e = notify_json_amount(obj, "data.object", "amount_total", &out->amount_minor,
@@ -204,14 +253,7 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 			return e;
 		return stripe_order(obj, key, NULL, out, reason, rlen);
 	}
-	/* refund.created / refund.updated: only a succeeded refund moves money. */
-	if ((e = notify_json_str(obj, "data.object", "status", out->status, sizeof(out->status), 1,
-	                         reason, rlen)))
-		return e;
-	if (strcmp(out->status, "succeeded") != 0) {
-		out->kind = NOTIFY_IGNORED;
-		return VERR_OK;
-	}
+	/* A refund object: this refund's own amount, not a total. */
 	if ((e = notify_json_str(obj, "data.object", "id", out->refund_no, sizeof(out->refund_no),
 	                         1, reason, rlen)) ||
 	    (e = notify_json_amount(obj, "data.object", "amount", &out->amount_minor, reason,

@@ -221,21 +221,46 @@ wx_decrypt_body(const struct wx_merchant *m, const uint8_t *body, size_t len, ui
 	return e;
 }
 
-/* wx_mchid - the plaintext's mchid (sp_mchid in partner mode) must be the merchant's. */
-static enum verr
-wx_mchid(const struct wx_merchant *m, const json_t *p, char *reason, size_t rlen)
+/* wx_str - p[key] when it is a string, else NULL. */
+static const char *
+wx_str(const json_t *p, const char *key)
 {
-	const json_t *v = json_object_get(p, "mchid");
+	const json_t *v = json_object_get(p, key);
 
-	if (m->mchid[0] == '\0')
-		return VERR_OK;
-	if (v == NULL)
-		v = json_object_get(p, "sp_mchid");
-	if (!json_is_string(v) || strcmp(json_string_value(v), m->mchid) != 0) {
-		snprintf(reason, rlen, "mchid is not this merchant's");
-		return VERR_MERCHANT;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/*
+ * wx_binding - NULL when the plaintext belongs to this merchant, else the unroutable reason.
+ * A direct-mode notification names mchid; a partner-mode one names sp_mchid (the service
+ * provider, which must be the configured one) and sub_mchid (mchid or one of sub_mchids).
+ * With an app id list, a payment's appid (partner mode: sub_appid, else sp_appid) must be on
+ * it; refunds carry no app id.
+ */
+static const char *
+wx_binding(const struct wx_merchant *m, const json_t *p, enum notify_kind kind)
+{
+	const char *sp = wx_str(p, "sp_mchid"), *sub = wx_str(p, "sub_mchid"), *mchid, *app;
+
+	if (sp != NULL || sub != NULL) {
+		if (m->sp_mchid[0] == '\0' || sp == NULL || strcmp(sp, m->sp_mchid) != 0)
+			return "foreign_sp_mchid";
+		if (sub == NULL || (strcmp(sub, m->mchid) != 0 &&
+		                    !notify_listed(m->sub_mchids[0], sizeof(m->sub_mchids[0]),
+		                                   m->nsub_mchids, sub)))
+			return "foreign_sub_mchid";
+		app =
+		    wx_str(p, "sub_appid") != NULL ? wx_str(p, "sub_appid") : wx_str(p, "sp_appid");
+	} else {
+		mchid = wx_str(p, "mchid");
+		if (mchid == NULL || m->mchid[0] == '\0' || strcmp(mchid, m->mchid) != 0)
+			return "foreign_mchid";
+		app = wx_str(p, "appid");
 	}
-	return VERR_OK;
+	if (m->nappids > 0 && (app != NULL || kind == NOTIFY_PAYMENT) &&
+	    (app == NULL || !notify_listed(m->appids[0], sizeof(m->appids[0]), m->nappids, app)))
+		return "foreign_appid";
+	return NULL;
 }
 
 static enum verr
@@ -243,14 +268,17 @@ wx_parse_plain(const struct wx_merchant *m, const uint8_t *plain, size_t plen, s
                char *reason, size_t rlen)
 {
 	const json_t *amount;
+	const char *why;
 	char currency[8];
 	json_t *p = NULL;
 	enum verr e;
 
 	if ((e = notify_json_load(plain, plen, &p, reason, rlen)) != VERR_OK)
 		return e;
-	if ((e = wx_mchid(m, p, reason, rlen)) != VERR_OK)
+	if ((why = wx_binding(m, p, out->kind)) != NULL) {
+		e = notify_unroutable(out, why);
 		goto done;
+	}
 	e = VERR_BODY;
 	if (!json_is_object(amount = json_object_get(p, "amount"))) {
 		snprintf(reason, rlen, "missing amount object");

@@ -92,10 +92,11 @@ endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, const
 	assert_string_equal(n.currency, "CNY");
 	assert_int_equal(money_format(n.amount_minor, 2, amount, sizeof(amount)), 0);
 	assert_string_equal(amount, vec_str(params, "total_amount"));
-	/* A different app_id is refused even with a valid signature. */
+	/* For a different app_id it is authentic but not this merchant's: unroutable. */
 	snprintf(m.app_id, sizeof(m.app_id), "2000000000000000");
-	assert_int_equal(ali_verify_parse(&m, body, len, &n, reason, sizeof(reason)),
-	                 VERR_MERCHANT);
+	assert_int_equal(ali_verify_parse(&m, body, len, &n, reason, sizeof(reason)), VERR_OK);
+	assert_int_equal(n.kind, NOTIFY_UNROUTABLE);
+	assert_string_equal(n.unroutable, "foreign_app_id");
 }
 
 /* test_case - one case (state is the case object). */

@@ -106,7 +106,8 @@ test_case(void **state)
 	const json_t *c = *state;
 	const char *name = vec_str(c, "name"), *expect = vec_str(c, "expect");
 	const char *header = vec_str(c, "header"), *secret = vec_str(c, "secret");
-	struct stripe_merchant m = {.nsecrets = 1};
+	/* The vectors' events are test-mode events (livemode false): a test-mode merchant. */
+	struct stripe_merchant m = {.nsecrets = 1, .test_mode = 1};
 	struct http_hdr h = {"Stripe-Signature", header};
 	long long t = 0;
 	struct notify n;
@@ -135,6 +136,17 @@ test_case(void **state)
 		         verr_name(st_expect[i].want));
 	if (got == VERR_OK)
 		check_fields(&n, body, len);
+	/* A live merchant keeps such an event but does not apply it. */
+	if (got == VERR_OK && n.kind != NOTIFY_IGNORED) {
+		m.test_mode = 0;
+		assert_int_equal(
+		    stripe_verify_parse(&m, &h, 1, body, len,
+		                        (time_t)json_integer_value(json_object_get(c, "now")), &n,
+		                        reason, sizeof(reason)),
+		    VERR_OK);
+		assert_int_equal(n.kind, NOTIFY_UNROUTABLE);
+		assert_string_equal(n.unroutable, "test_mode");
+	}
 	/* A plain "t=...,v1=<lower hex>" valid header is exactly what our signer writes. */
 	if (got == VERR_OK && sscanf(header, "t=%lld,v1=%*64[0-9a-f]%n", &t, &pos) == 1 &&
 	    header[pos] == '\0') {
