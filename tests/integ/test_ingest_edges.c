@@ -4,8 +4,8 @@
  * own amount; notifications are bound to the merchant whose endpoint received them (WeChat Pay
  * mchid, partner sp_mchid and sub_mchid, app ids; Alipay app_id and seller_id; Stripe Connect
  * account and live mode); authentic notifications that cannot be applied are answered with the
- * channel's success, kept once in the unroutable table with one alert, and counted; with the
- * database down they get 503 and are not answered as kept.
+ * channel's success, kept once in the unroutable table with one alert, counted, and listed by
+ * paycbctl; with the database down they get 503 and are not answered as kept.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -384,6 +384,28 @@ unroutable_is_kept_once_alerted_once_and_counted(void **state)
 }
 
 static void
+paycbctl_lists_unroutable_without_bodies(void **state)
+{
+	char cmd[1024], line[1024];
+	int found = 0, bodies = 0;
+	FILE *p;
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "bin/paycbctl -c %s unroutable --since 1h --limit 100 2>&1",
+	         conf_path);
+	assert_non_null(p = popen(cmd, "r"));
+	while (fgets(line, sizeof(line), p) != NULL) {
+		printf("# %s", line);
+		found += strstr(line, "no_order") != NULL &&
+		         strstr(line, "refund.created") != NULL && strstr(line, "stripe") != NULL;
+		bodies += strstr(line, "metadata") != NULL || strstr(line, "ciphertext") != NULL;
+	}
+	assert_int_equal(WEXITSTATUS(pclose(p)), 0);
+	assert_int_equal(found, 1);
+	assert_int_equal(bodies, 0);
+}
+
+static void
 unroutable_with_the_database_down_gets_503(void **state)
 {
 	char conf[320], log[320], json[512], order[64];
@@ -423,6 +445,7 @@ main(void)
 	    cmocka_unit_test(alipay_notifications_are_bound_to_the_app_and_seller),
 	    cmocka_unit_test(stripe_connect_and_test_mode_events_are_not_applied),
 	    cmocka_unit_test(unroutable_is_kept_once_alerted_once_and_counted),
+	    cmocka_unit_test(paycbctl_lists_unroutable_without_bodies),
 	    cmocka_unit_test(unroutable_with_the_database_down_gets_503),
 	};
 	char log[300];
