@@ -153,11 +153,15 @@ clean:
 
 -include $(shell find build -name '*.d' 2>/dev/null)
 
-# docs/config.md's settings table is generated from the code's table.
-docs: bin/paycb-migrate
+# docs/config.md's settings table and docs/processor.md's decision table are generated from
+# the code's tables.
+docs: bin/paycb-migrate bin/tests/unit/test_decide
 	@{ sed '/<!-- settings:begin -->/q' docs/config.md; bin/paycb-migrate --config-doc; \
 	  sed -n '/<!-- settings:end -->/,$$p' docs/config.md; } > docs/config.md.new
 	@mv docs/config.md.new docs/config.md
+	@{ sed '/<!-- decision:begin -->/q' docs/processor.md; bin/tests/unit/test_decide --table; \
+	  sed -n '/<!-- decision:end -->/,$$p' docs/processor.md; } > docs/processor.md.new
+	@mv docs/processor.md.new docs/processor.md
 
 # ---- fuzzing (clang libFuzzer) ------------------------------------------------------------
 # `make fuzz` runs every harness for FUZZ_SECONDS each, seeded from ../shared/vectors;
