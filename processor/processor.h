@@ -158,7 +158,7 @@ struct proc_ledger_view {
 	enum dec_ledger_op op; /* what to write */
 };
 
-/* A payment's refund request, locked. id 0: none. */
+/* A payment's refund request as read under its order's lock. id 0: none. */
 struct proc_request {
 	unsigned long long id;
 	char status[16];

@@ -3,11 +3,16 @@
  * refund ledger of the order's own payment (order_refunds) and the refund requests of
  * payments paycb gives back (refund_requests).
  *
- * Every caller holds the order's row lock, taken after the callback row's, so all the
- * refunds of one order are serialized on it; the reads here are locking reads all the same,
- * so they see the latest committed rows whatever the transaction read before. Writes are
- * single INSERTs on unique keys and conditional UPDATEs judged by affected rows; a write
- * that finds the row changed returns DB_DUPLICATE, which the caller rolls back and retries.
+ * Every writer of these rows holds the row lock of their order, taken FOR UPDATE after its
+ * callback row's: the ledger and a payment's refund request belong to the order the
+ * notification names, so all the transactions that change them are serialized on it. The
+ * reads here are therefore plain reads, on purpose: a locking read of a key that is not
+ * there takes a gap lock, and two transactions of neighbouring orders then deadlock on each
+ * other's INSERT (seen under load). A plain read sees every commit made before the order
+ * lock was granted, because it is the transaction's first consistent read and so creates
+ * its read view (the transaction's earlier reads are all locking reads). Writes are single
+ * INSERTs on unique keys and conditional UPDATEs judged by affected rows; a write that
+ * finds the row changed returns DB_DUPLICATE, which the caller rolls back and retries.
  */
 #include "processor.h"
 
@@ -49,7 +54,7 @@ proc_ledger_measure(struct proc_worker *w, const struct proc_row *row, const str
 		              "amount, 0)), 0.00) AS CHAR), CAST(IFNULL(MAX(IF(kind = "
 		              "'cumulative', amount, 0)), 0.00) AS CHAR), CAST(IFNULL(SUM(IF(kind "
 		              "= 'single' AND state <> 'APPLIED', amount, 0)), 0.00) AS CHAR) FROM "
-		              "order_refunds WHERE merchant_id = ? AND out_trade_no = ? FOR UPDATE",
+		              "order_refunds WHERE merchant_id = ? AND out_trade_no = ?",
 		              in, 2, out, 3, NULL, NULL, &found);
 		if (rc != DB_OK)
 			return rc;
@@ -63,7 +68,7 @@ proc_ledger_measure(struct proc_worker *w, const struct proc_row *row, const str
 		found = 0;
 		rc = db_query(&w->db,
 		              "SELECT state, CAST(amount AS CHAR) FROM order_refunds WHERE "
-		              "merchant_id = ? AND channel = ? AND refund_no = ? FOR UPDATE",
+		              "merchant_id = ? AND channel = ? AND refund_no = ?",
 		              in, 3, out, 2, NULL, NULL, &found);
 		if (rc != DB_OK)
 			return rc;
@@ -145,7 +150,7 @@ proc_request_measure(struct proc_worker *w, const struct proc_row *row, struct p
 	memset(q, 0, sizeof(*q));
 	rc = db_query(&w->db,
 	              "SELECT id, status, CAST(amount AS CHAR), currency FROM refund_requests "
-	              "WHERE merchant_id = ? AND channel = ? AND channel_trade_no = ? FOR UPDATE",
+	              "WHERE merchant_id = ? AND channel = ? AND channel_trade_no = ?",
 	              in, 3, out, 4, NULL, NULL, &found);
 	if (rc != DB_OK)
 		return rc;

@@ -632,8 +632,9 @@ fx_load_check(struct db *db, const struct fx_load *l, char logs[][1024], int nlo
 	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
 		"event_type IN ('order.paid.shipment', 'order.paid.points')",
 		2 * l->n);
+	/* and one order.refund per order for its partial refund */
 	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%')",
-		2 * l->n);
+		3 * l->n);
 	FX_WANT("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
 		"amount = 1.00",
 		l->n);
