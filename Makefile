@@ -220,12 +220,14 @@ install: $(INSTALL_PROGS)
 	@set -e; d='$(DESTDIR)'; etc="$$d$(PAYCB_ETC)"; \
 	own=no; if [ -z "$$d" ] && [ "$$(id -u)" = 0 ]; then own=yes; fi; \
 	install -d "$$d$(BINDIR)" "$$d$(DATADIR)/schemas/kafka" "$$d$(DATADIR)/nginx" \
-		"$$d$(DATADIR)/prometheus" "$$d$(DOCDIR)" "$$d$(UNITDIR)" "$$d$(SYSUSERSDIR)"; \
+		"$$d$(DATADIR)/prometheus" "$$d$(DATADIR)/grafana" "$$d$(DOCDIR)" "$$d$(UNITDIR)" \
+		"$$d$(SYSUSERSDIR)"; \
 	install -m 0755 $(INSTALL_PROGS) "$$d$(BINDIR)/"; \
 	install -m 0644 schemas/*.sql schemas/topics.tsv "$$d$(DATADIR)/schemas/"; \
 	install -m 0644 schemas/kafka/*.json "$$d$(DATADIR)/schemas/kafka/"; \
 	install -m 0644 deploy/nginx/*.conf "$$d$(DATADIR)/nginx/"; \
 	install -m 0644 deploy/prometheus/*.yml "$$d$(DATADIR)/prometheus/"; \
+	install -m 0644 deploy/grafana/*.json "$$d$(DATADIR)/grafana/"; \
 	install -m 0644 docs/*.md "$$d$(DOCDIR)/"; \
 	for u in deploy/systemd/*.service deploy/systemd/*.target; do \
 		sed $(INSTALL_SED) "$$u" >"$$d$(UNITDIR)/$${u##*/}"; chmod 0644 "$$d$(UNITDIR)/$${u##*/}"; \
