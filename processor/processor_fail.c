@@ -6,7 +6,8 @@
  * A retryable failure is recorded outside the rolled-back transaction, on the row itself:
  * retry_count + 1, last_error, and next_retry_at = now, so the row is due at once and the
  * retrier (the one scheduler) republishes it on the next step's delay topic; a second copy
- * of the same attempt does not count again. A dead row never comes back by itself: its dead
+ * of the same attempt does not count again, nor does a stale attempt queued before a replay
+ * reset the row's count. A dead row never comes back by itself: its dead
  * letter goes to <prefix>.callbacks.dlq before the commit, so a committed dead row always
  * has its dead letter (at least once: a commit that fails after the publish sends it again
  * on redelivery; the row id identifies duplicates).
@@ -189,19 +190,23 @@ proc_record_failure(struct proc_worker *w, int refund, unsigned long long id, in
 	enum db_rc rc;
 
 	/*
-	 * Attempt a is published while retry_count is a - 1; a row whose count has reached a
-	 * had this attempt's failure recorded by another copy of the message (the retrier
-	 * republished the row when its lease ran out while the first copy waited in a
-	 * backlog). Counting it again would run the row through the ladder at the speed of
-	 * the backlog; the row's next_retry_at already brings the next attempt.
+	 * Attempt a is published while retry_count is a - 1, and only that attempt's failure
+	 * counts. A row whose count has reached a had this attempt's failure recorded by
+	 * another copy of the message (the retrier republished the row when its lease ran out
+	 * while the first copy waited in a backlog); counting it again would run the row through
+	 * the ladder at the speed of the backlog. A row whose count is below a - 1 was reset by
+	 * a replay after this copy was queued: it is a stale attempt of the old ladder and must
+	 * not spend a step of the new one. Either way the row's next_retry_at already brings
+	 * the next attempt. Progress sets republish_count back to 0 (the retrier counts its
+	 * republishes per attempt).
 	 */
 	rc = db_exec(&w->db,
 		     refund ? "UPDATE refund_callback_log SET retry_count = retry_count + 1, "
-			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0 "
-			      "AND retry_count < ?"
+			      "republish_count = 0, last_error = ?, next_retry_at = NOW(3) "
+			      "WHERE id = ? AND status = 0 AND retry_count = ? - 1"
 			    : "UPDATE pay_callback_log SET retry_count = retry_count + 1, "
-			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0 "
-			      "AND retry_count < ?",
+			      "republish_count = 0, last_error = ?, next_retry_at = NOW(3) "
+			      "WHERE id = ? AND status = 0 AND retry_count = ? - 1",
 		     in, 3, &changed, NULL);
 	if (rc != DB_OK)
 		return rc;
