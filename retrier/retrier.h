@@ -50,6 +50,9 @@ struct retrier_counts {
 	long long outbox_sent; /* outbox rows relayed */
 	long long purged;      /* bodies cleared */
 	long long stuck;       /* pending rows overdue by more than stuck_after_s */
+	long long old;         /* pending rows created longer ago than the end-to-end threshold */
+	long long old_alerted; /* of them, alerted by this cycle */
+	long long storms;      /* rows this cycle republished past retrier.max_republish */
 };
 
 struct admin;
@@ -111,6 +114,12 @@ int retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c);
 int retrier_alert(struct db *db, const char *kind, unsigned long long id, const char *merchant,
                   const char *order, const char *detail);
 int retrier_alarm_check(struct retrier *r, struct retrier_counts *c);
+/* The end-to-end threshold: retrier.stuck_after_s, raised to the ladder's total plus every
+ * lease and two sweeps when that is longer (a healthy row may take that long). */
+long long retrier_old_after_s(const struct conf *cf);
+/* The end-to-end alarm: counts pending rows older than the threshold (gauges) and alerts
+ * each such row once. */
+int retrier_old_check(struct retrier *r, struct retrier_counts *c);
 int retrier_gauges(struct retrier *r);
 
 /* Metrics, created once per process (retrier_daemon.c). */
@@ -121,6 +130,7 @@ struct retrier_metrics {
 	struct metric *pending[RLOG_N][CFG_LIST_MAX + 2]; /* per retry_count 0..n+1 */
 	struct metric *dead_rows[RLOG_N], *dlq_unsent[RLOG_N], *stuck[RLOG_N];
 	struct metric *stuck_oldest_s, *sweep_us, *cycle_errors;
+	struct metric *old[RLOG_N], *old_oldest_s, *old_after_s, *storm_rows[RLOG_N], *storms;
 };
 extern struct retrier_metrics retrier_mx;
 
