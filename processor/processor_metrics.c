@@ -14,7 +14,7 @@ static const char *const outcomes[] = {"paid",           "duplicate",     "paid_
 				       "paid_after_close", "refund_partial", "refunded",
 				       "refund_covered", "dead",          "retry",
 				       "retry_stale",    "skipped",       "deferred",
-				       "other"};
+				       "row_missing",    "row_mismatch",  "other"};
 #define NOUT (sizeof(outcomes) / sizeof(outcomes[0]))
 
 static struct metric *m_outcome[NOUT], *m_elapsed;

@@ -12,7 +12,7 @@
  *     sends the letter once the topic exists;
  *   - a message naming a missing row is counted and alerted with the message's merchant,
  *     channel and order; a message whose merchant or order differ from its row is alerted
- *     and not applied.
+ *     and not applied (counted too).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +28,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "httpc.h"
 #include "kq.h"
 #include "ladder.h"
 #include "msg.h"
@@ -208,6 +209,214 @@ future_stamped_message_holds_its_partition_one_step_at_most(void **state)
 	assert_int_equal(fx_wait_row(&db, 0, skewed, 1, 12000), 0);
 }
 
+/* delete_topic - removes topic from the broker (auto-create is off on the local broker). */
+static void
+delete_topic(const char *topic)
+{
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+	rd_kafka_queue_t *q;
+	rd_kafka_event_t *ev;
+	char err[256];
+	rd_kafka_t *rk;
+
+	assert_int_equal(kq_conf_common(c, &cf.kafka, err, sizeof(err)), 0);
+	assert_non_null(rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err)));
+	q = rd_kafka_queue_new(rk);
+	rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+	ev = rd_kafka_queue_poll(q, 30000);
+	assert_non_null(ev);
+	assert_int_equal(rd_kafka_event_error(ev), 0);
+	rd_kafka_event_destroy(ev);
+	rd_kafka_DeleteTopic_destroy(dt);
+	rd_kafka_queue_destroy(q);
+	rd_kafka_destroy(rk);
+}
+
+static int
+try_create_topic(void *arg)
+{
+	const char *names[1] = {arg};
+	int parts[1] = {3};
+	char err[256];
+
+	/* Right after a deletion the broker refuses the name for a moment. */
+	return kq_create_topics(&cf.kafka, names, parts, NULL, 1, 10000, NULL, err, sizeof(err)) ==
+	       0;
+}
+
+static void
+create_topic(char *topic)
+{
+	assert_int_equal(harness_wait_until(try_create_topic, topic, WAIT_MS), 0);
+}
+
+/* open_retrier - a retrier of cf's database and topics, driven one cycle at a time. */
+static struct retrier *
+open_retrier(const struct conf *c)
+{
+	struct retrier *r = NULL;
+	char err[256];
+
+	assert_int_equal(retrier_open(c, &r, err, sizeof(err)), 0);
+	return r;
+}
+
+/*
+ * (2) The dead-letter topic is missing. An amount mismatch makes its row dead; the payment
+ * behind it on the same partition is processed at once (today the processor held the
+ * partition for as long as the dead letter could not be published). The dead letter waits
+ * in the row (dlq_sent_at NULL) and the retrier's sweep sends it, once, when the topic
+ * exists again.
+ */
+static void
+missing_dead_letter_topic_does_not_stop_the_partition(void **state)
+{
+	struct conf rc = cf;
+	char dlq[256], out[256];
+	struct fx_pos pos;
+	struct retrier *r;
+	unsigned long long a, b;
+	int more;
+
+	(void)state;
+	conf_topic(&cf, "callbacks.dlq", dlq, sizeof(dlq));
+	delete_topic(dlq);
+	assert_int_equal(fx_order(&db, M, "O-dlq-a", "10.00", "CNY", "PENDING"), 0);
+	assert_int_equal(fx_order(&db, M, "O-dlq-b", "10.00", "CNY", "PENDING"), 0);
+	a = fx_pay_row(&db, &cf, M, "wxpay", "T-dlq-a", "O-dlq-a", "9.00", "CNY"); /* mismatch */
+	b = fx_pay_row(&db, &cf, M, "wxpay", "T-dlq-b", "O-dlq-b", "10.00", "CNY");
+	assert_true(a > 0 && b > 0);
+	assert_int_equal(fx_publish(pub, NULL, 0, a, M, "wxpay", "O-dlq-a", 1, 5, &pos), 0);
+	assert_int_equal(fx_publish(pub, NULL, 0, b, M, "wxpay", "O-dlq-b", 1, 5, &pos), 0);
+	assert_int_equal(fx_wait_row(&db, 0, b, 1, 15000), 0);
+	assert_int_equal(fx_wait_row(&db, 0, a, 2, WAIT_MS), 0);
+	assert_int_equal(row_i64("SELECT COUNT(*) FROM pay_callback_log WHERE id = ? AND "
+	                         "dead_reason = 'amount_mismatch' AND dead_at IS NOT NULL AND "
+	                         "dlq_sent_at IS NULL",
+	                         a),
+	                 1);
+	assert_int_equal(row_i64("SELECT COUNT(*) FROM alerts WHERE callback_id = ? AND kind = "
+	                         "'amount_mismatch'",
+	                         a),
+	                 1);
+	/* paycbctl dead shows the truth: not sent yet. */
+	{
+		char cmd[1400], conf_path[1024];
+		FILE *p;
+
+		snprintf(conf_path, sizeof(conf_path), "%s/test-logs/%s-processor.conf", fx_dir(),
+		         cf.kafka.topic_prefix);
+		snprintf(cmd, sizeof(cmd), "bin/paycbctl -c %s dead 2>&1 | grep -c 'NOT SENT'",
+		         conf_path);
+		assert_non_null(p = popen(cmd, "r"));
+		out[fread(out, 1, sizeof(out) - 1, p)] = '\0';
+		pclose(p);
+		assert_int_equal(atoi(out), 1);
+	}
+	/* The retrier cannot send it while the topic is missing: it stays unsent. */
+	rc.kafka.delivery_timeout_ms = 2000;
+	r = open_retrier(&rc);
+	assert_int_equal(retrier_cycle(r, &more), 0);
+	assert_int_equal(r->last.dlq_sent, 0);
+	assert_int_equal(
+	    row_i64("SELECT COUNT(*) FROM pay_callback_log WHERE id = ? AND dlq_sent_at IS NULL",
+	            a),
+	    1);
+	retrier_close(r);
+	create_topic(dlq);
+	/* Once the topic exists (and the lease of the failed attempt is over) it goes out. */
+	row_exec("UPDATE pay_callback_log SET next_retry_at = NOW(3) WHERE id = ?", a);
+	r = open_retrier(&rc);
+	assert_int_equal(retrier_cycle(r, &more), 0);
+	assert_int_equal(r->last.dlq_sent, 1);
+	retrier_close(r);
+	assert_int_equal(row_i64("SELECT COUNT(*) FROM pay_callback_log WHERE id = ? AND "
+	                         "dlq_sent_at IS NOT NULL",
+	                         a),
+	                 1);
+	assert_int_equal(on_topic("callbacks.dlq", a), 1);
+}
+
+static long long
+metric_of(const char *series)
+{
+	struct httpc_resp *resp = calloc(1, sizeof(*resp));
+	const char *at;
+	long long v = -1;
+
+	assert_non_null(resp);
+	if (httpc_request((int)cf.processor.admin_port, "GET", "/metrics", NULL, NULL, 0, 5000,
+	                  resp) == 0 &&
+	    resp->status == 200) {
+		resp->body[resp->body_len < sizeof(resp->body) ? resp->body_len
+		                                               : sizeof(resp->body) - 1] = '\0';
+		v = (at = strstr(resp->body, series)) ? atoll(at + strlen(series)) : 0;
+	}
+	free(resp);
+	return v;
+}
+
+/*
+ * (5) A message naming a row that does not exist (a failover lost the acknowledged INSERT)
+ * is counted and alerted with the merchant, channel and order it carries. A message whose
+ * order differs from the row it names is alerted and not applied.
+ */
+static void
+message_naming_a_missing_or_other_row_is_counted_and_alerted(void **state)
+{
+	const char *missing = "paycb_processor_callbacks_total{outcome=\"row_missing\"} ";
+	const char *mismatch = "paycb_processor_callbacks_total{outcome=\"row_mismatch\"} ";
+	unsigned long long ghost = 900000001ULL, id;
+	char buf[600];
+
+	(void)state;
+	assert_int_equal(metric_of(missing), 0);
+	assert_int_equal(
+	    fx_publish(pub, NULL, 1, ghost, M, "alipay", "O-ghost", 1, RD_KAFKA_PARTITION_UA, NULL),
+	    0);
+	{
+		struct db_in in[1] = {DBI_I64(ghost)};
+		assert_int_equal(
+		    harness_wait_i64(&db,
+		                     "SELECT COUNT(*) FROM alerts WHERE kind = "
+		                     "'row_missing' AND callback_id = ? AND merchant_id "
+		                     "= 'default' AND out_trade_no = 'O-ghost' AND detail "
+		                     "LIKE '%channel alipay%'",
+		                     in, 1, 1, WAIT_MS),
+		    0);
+	}
+	snprintf(buf, sizeof(buf),
+	         "rf%llu: level=error event=alert kind=row_missing order=O-ghost merchant=default "
+	         "channel=alipay",
+	         ghost);
+	assert_int_equal(wait_log(plog, buf, 1, WAIT_MS), 0);
+	assert_int_equal(metric_of(missing), 1);
+
+	/* The row is O-real's; the message says O-fake. */
+	assert_int_equal(fx_order(&db, M, "O-real", "2.00", "CNY", "PENDING"), 0);
+	assert_int_equal(fx_order(&db, M, "O-fake", "2.00", "CNY", "PENDING"), 0);
+	id = fx_pay_row(&db, &cf, M, "wxpay", "T-real", "O-real", "2.00", "CNY");
+	assert_true(id > 0);
+	assert_int_equal(
+	    fx_publish(pub, NULL, 0, id, M, "wxpay", "O-fake", 1, RD_KAFKA_PARTITION_UA, NULL), 0);
+	{
+		struct db_in in[1] = {DBI_I64(id)};
+		assert_int_equal(harness_wait_i64(&db,
+		                                  "SELECT COUNT(*) FROM alerts WHERE kind = "
+		                                  "'row_mismatch' AND callback_id = ? AND "
+		                                  "out_trade_no = 'O-fake'",
+		                                  in, 1, 1, WAIT_MS),
+		                 0);
+	}
+	assert_int_equal(metric_of(mismatch), 1);
+	assert_int_equal(row_i64("SELECT status FROM pay_callback_log WHERE id = ?", id), 0);
+	assert_int_equal(row_i64("SELECT retry_count FROM pay_callback_log WHERE id = ?", id), 0);
+	assert_int_equal(harness_count(&db, "SELECT COUNT(*) FROM orders WHERE out_trade_no IN "
+	                                    "('O-real', 'O-fake') AND status <> 'PENDING'"),
+	                 0);
+}
+
 static int
 group_setup(void **state)
 {
@@ -233,15 +442,17 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(stale_attempt_after_replay_is_not_counted),
 	    cmocka_unit_test(future_stamped_message_holds_its_partition_one_step_at_most),
+	    cmocka_unit_test(missing_dead_letter_topic_does_not_stop_the_partition),
+	    cmocka_unit_test(message_naming_a_missing_or_other_row_is_counted_and_alerted),
 	};
 	int rc;
 
 	if (fx_processor_conf(&cf, "live", "2 3 4", 1) != 0)
 		return 1;
 	harness_set(&cf.log_level, "debug"); /* the hold lines */
+	cf.processor.admin_port = httpc_free_port();
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
-	(void)on_topic;
 	db_close(&db);
 	harness_teardown(&cf);
 	return rc;
