@@ -103,6 +103,9 @@ int retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c,
 
 /* retrier_publish.c: publishes jobs in parallel; returns how many were delivered. */
 int retrier_publish(struct retrier *r, struct retrier_job *jobs, int n);
+/* A lease longer than a publish phase can take (delivery timeout + its slack + the lease
+ * margin), for jobs that must not be sent by two retriers at once. */
+long long retrier_publish_lease_s(const struct retrier *r);
 
 /* retrier_outbox.c */
 int retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full);

@@ -161,16 +161,6 @@ dlq_job(struct retrier *r, enum rlog lg, const struct dlq_row *w, struct retrier
 	return 0;
 }
 
-/*
- * dlq_lease_s - the dead-letter lease: longer than a publish phase can last (delivery
- * timeout + 2 s, retrier_publish.c), plus the margin.
- */
-static long long
-dlq_lease_s(const struct retrier *r)
-{
-	return (r->cf->kafka.delivery_timeout_ms + 2000 + 999) / 1000 + r->cf->retry.lease_margin_s;
-}
-
 /* dlq_lease_all - leases each row; leaves the jobs of the rows won. */
 static int
 dlq_lease_all(struct retrier *r, enum rlog lg, struct dlq_set *s, struct retrier_job *jobs,
@@ -180,7 +170,8 @@ dlq_lease_all(struct retrier *r, enum rlog lg, struct dlq_set *s, struct retrier
 
 	for (int i = 0; i < s->n; i++) {
 		struct dlq_row *w = &s->rows[i];
-		struct db_in in[3] = {DBI_I64(dlq_lease_s(r)), DBI_I64(w->id), DBI_STR(w->next_at)};
+		struct db_in in[3] = {DBI_I64(retrier_publish_lease_s(r)), DBI_I64(w->id),
+		                      DBI_STR(w->next_at)};
 		unsigned long long affected = 0;
 
 		log_cbid(id, w->id, lg == RLOG_REFUND);
@@ -241,7 +232,8 @@ retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int
 			log_warn(
 			    id,
 			    "event=dead_letter_failed topic=%s error=\"%s\" due_again_in_s=%lld",
-			    r->topic_dlq, log_safe(e, sizeof(e), jobs[i].err), dlq_lease_s(r));
+			    r->topic_dlq, log_safe(e, sizeof(e), jobs[i].err),
+			    retrier_publish_lease_s(r));
 			continue;
 		}
 		/* If this UPDATE is lost the dead letter goes out once more: at least once. */
