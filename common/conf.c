@@ -67,6 +67,9 @@ static const struct cfg_setting retry_tab[] = {
 	    "after it"),
 	INT("lease_margin_s", "30", 1, 86400, RT(lease_margin_s),
 	    "added to a step's delay when the retrier leases a row"),
+	INT("initial_lease_max_s", "900", 1, 86400, RT(initial_lease_max_s),
+	    "a first attempt republished again and again without progress (processors down or "
+	    "behind) is leased twice as long each time, up to this; at least initial_lease_s"),
 	END};
 
 #define IN(f) offsetof(struct conf_ingest, f)
@@ -126,8 +129,13 @@ static const struct cfg_setting retrier_tab[] = {
 	INT("purge_after_s", "86400", 60, 31536000, RR(purge_after_s),
 	    "raw_body of done rows older than this is cleared"),
 	INT("purge_batch", "1000", 1, 100000, RR(purge_batch), "rows purged per statement"),
-	INT("stuck_after_s", "3600", 60, 604800, RR(stuck_after_s),
-	    "a pending row older than this raises the stuck-row alarm"),
+	INT("stuck_after_s", "3600", 10, 604800, RR(stuck_after_s),
+	    "a pending row due this long raises the stuck-row alarm; a pending row created this "
+	    "long ago raises the end-to-end alarm (old_pending), once per row, the threshold "
+	    "raised to the ladder's total plus its leases and two sweeps when that is longer"),
+	INT("max_republish", "5", 1, 100000, RR(max_republish),
+	    "a row republished more often than this at one attempt without progress raises an "
+	    "alert (republish_storm), once per attempt"),
 	END};
 
 #define WK(f) offsetof(struct conf_wx_key, f)
@@ -222,6 +230,9 @@ conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *
 	if (!ok)
 		conf_err(errs, file, "setting 'kafka.security_protocol': unknown value '%s'",
 			 out->kafka.security_protocol);
+	if (out->retry.initial_lease_max_s < out->retry.initial_lease_s)
+		conf_err(errs, file, "%s",
+			 "setting 'retry.initial_lease_max_s' is less than 'retry.initial_lease_s'");
 	for (int i = 0; i < out->nmerchants; i++) {
 		for (int j = 0; j < i; j++)
 			if (strcmp(out->merchants[i].id, out->merchants[j].id) == 0)

@@ -55,6 +55,19 @@ struct proc_hold {
 	long long due_ms;
 };
 
+/*
+ * When this worker first saw the head message (offset) of a delay-topic partition that it
+ * holds: the hold lasts until the message's timestamp plus the step's delay, but never more
+ * than the delay from first_ms, so a message stamped in the future (a skewed clock) cannot
+ * stop its partition for the skew.
+ */
+struct proc_seen {
+	char topic[PROC_TOPIC_MAX];
+	int32_t partition;
+	int64_t offset;
+	long long first_ms;
+};
+
 struct proc_worker {
 	struct proc *p;
 	int index;
@@ -64,6 +77,8 @@ struct proc_worker {
 	int started;
 	struct proc_hold *holds;
 	int nholds, capholds;
+	struct proc_seen *seen;
+	int nseen, capseen;
 	long long outage_since_ms; /* monotonic; 0 while the database answers */
 	long long backoff_ms;
 };

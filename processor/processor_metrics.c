@@ -16,7 +16,8 @@
  * else.
  */
 #define NOUT_MAX 48
-static const char *const own_outcomes[] = {"dead", "retry", "retry_stale", "skipped", "deferred"};
+static const char *const own_outcomes[] = {"dead",     "retry",       "retry_stale", "skipped",
+					   "deferred", "row_missing", "row_mismatch"};
 static const char *outcomes[NOUT_MAX];
 static size_t nout;
 

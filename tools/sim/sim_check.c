@@ -165,9 +165,10 @@ static const char *SQL_REFUND_REQUESTS =
     "SELECT out_trade_no, channel_trade_no, CAST(amount AS CHAR) FROM refund_requests "
     "WHERE merchant_id = ? AND out_trade_no LIKE ?";
 /*
- * A dead row's dead letter is out when the retrier confirmed it (dlq_sent_at) or, for a row
- * the processor made dead (no dead_reason), because the processor commits such a row only
- * after its dead letter was delivered (processor_fail.c).
+ * A dead row's dead letter is out when the retrier confirmed it (dlq_sent_at). Rows the
+ * processor made dead before schema 008 have no dead_reason: it committed them only after
+ * their dead letter was delivered. Since 008 the processor marks them (dead_reason set)
+ * and the retrier sends their letter like any other.
  */
 static const char *SQL_PAY_ROWS =
     "SELECT out_trade_no, status, dlq_sent_at IS NOT NULL OR (status = 2 AND dead_reason IS "
