@@ -39,7 +39,8 @@ chan_ali_sign_content(const struct chan_kv *params, size_t n, char **out, size_t
 		goto done;
 	for (size_t i = 0; i < n; i++) {
 		/* Empty values are neither signed nor sent (the Java rule). */
-		if (strcmp(params[i].k, "sign") == 0 || params[i].v == NULL || params[i].v[0] == '\0')
+		if (strcmp(params[i].k, "sign") == 0 || params[i].v == NULL ||
+		    params[i].v[0] == '\0')
 			continue;
 		v[m++] = &params[i];
 		total += strlen(params[i].k) + strlen(params[i].v) + 2;
@@ -87,7 +88,7 @@ done:
 /* chan_ali_verify_b64 - RSA2 of text with one of the keys. */
 static enum chan_vr
 chan_ali_verify_b64(EVP_PKEY *const *keys, int nkeys, const char *b64, size_t blen,
-		    const char *text, size_t len)
+                    const char *text, size_t len)
 {
 	uint8_t sig[SIG_RSA_MAX_BYTES];
 	size_t siglen;
@@ -187,7 +188,7 @@ chan_ali_locate(const char *b, size_t n, const char *key, struct chan_ali_node *
 
 int
 chan_ali_response_node(const uint8_t *body, size_t blen, const char *method,
-		       struct chan_ali_node *node)
+                       struct chan_ali_node *node)
 {
 	char key[128];
 	size_t ml = strlen(method);
@@ -229,8 +230,8 @@ chan_ali_unslash(const char *p, size_t n, size_t *outlen)
 }
 
 enum chan_vr
-chan_ali_verify_response(EVP_PKEY *const *alipay_keys, int nkeys, const uint8_t *body,
-			 size_t blen, const char *method, struct chan_ali_node *node)
+chan_ali_verify_response(EVP_PKEY *const *alipay_keys, int nkeys, const uint8_t *body, size_t blen,
+                         const char *method, struct chan_ali_node *node)
 {
 	json_t *root = NULL, *sign;
 	enum chan_vr vr = CHAN_VR_MALFORMED;
@@ -250,11 +251,11 @@ chan_ali_verify_response(EVP_PKEY *const *alipay_keys, int nkeys, const uint8_t 
 	if (!json_is_string(sign))
 		goto done;
 	vr = chan_ali_verify_b64(alipay_keys, nkeys, json_string_value(sign),
-				 json_string_length(sign), node->text, node->len);
+	                         json_string_length(sign), node->text, node->len);
 	if (vr == CHAN_VR_SIGNATURE && memchr(node->text, '\\', node->len) != NULL &&
 	    (alt = chan_ali_unslash(node->text, node->len, &altlen)) != NULL && altlen != node->len)
 		vr = chan_ali_verify_b64(alipay_keys, nkeys, json_string_value(sign),
-					 json_string_length(sign), alt, altlen);
+		                         json_string_length(sign), alt, altlen);
 done:
 	free(alt);
 	json_decref(root);
@@ -262,8 +263,7 @@ done:
 }
 
 int
-chan_ali_sign_response(EVP_PKEY *alipay_key, const char *method, const char *node_json,
-		       char **body)
+chan_ali_sign_response(EVP_PKEY *alipay_key, const char *method, const char *node_json, char **body)
 {
 	uint8_t *sig = NULL;
 	char *b64 = NULL, *b = NULL, key[128];
@@ -276,7 +276,7 @@ chan_ali_sign_response(EVP_PKEY *alipay_key, const char *method, const char *nod
 	for (size_t i = 0; i <= ml; i++)
 		key[i] = method[i] == '.' ? '_' : method[i];
 	if (sig_rsa_sha256_sign(alipay_key, (const uint8_t *)node_json, strlen(node_json), &sig,
-				&siglen) != 0 ||
+	                        &siglen) != 0 ||
 	    (b64 = sig_b64_encode_alloc(sig, siglen)) == NULL)
 		goto done;
 	n = strlen(key) + strlen(node_json) + strlen(b64) + 32;

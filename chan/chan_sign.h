@@ -59,8 +59,8 @@ int chan_wx_canonical_url(const char *url, const char **out);
 
 /* The message a request signature covers: "METHOD\nURL\nts\nnonce\nbody\n" (free it). */
 int chan_wx_request_message(const char *method, const char *canonical_url, long long ts,
-			    const char *nonce, const uint8_t *body, size_t blen, char **msg,
-			    size_t *mlen);
+                            const char *nonce, const uint8_t *body, size_t blen, char **msg,
+                            size_t *mlen);
 
 /*
  * The whole Authorization header value, "WECHATPAY2-SHA256-RSA2048 mchid=\"...\",nonce_str=...,
@@ -68,9 +68,9 @@ int chan_wx_request_message(const char *method, const char *canonical_url, long 
  * exactly these bytes. canonical_url is what chan_wx_canonical_url() gives for the URL sent.
  */
 int chan_wx_authorization(EVP_PKEY *merchant_key, const char *mchid, const char *serial,
-			  const char *method, const char *canonical_url, long long ts,
-			  const char *nonce, const uint8_t *body, size_t blen, char *out,
-			  size_t outcap);
+                          const char *method, const char *canonical_url, long long ts,
+                          const char *nonce, const uint8_t *body, size_t blen, char *out,
+                          size_t outcap);
 
 /*
  * Verifies a 2xx answer: the four Wechatpay-* header values (NULL when absent), the raw
@@ -79,13 +79,13 @@ int chan_wx_authorization(EVP_PKEY *merchant_key, const char *mchid, const char 
  * case ignored). skew_s <= 0 means CHAN_WX_SKEW_DEFAULT.
  */
 enum chan_vr chan_wx_verify_response(const struct chan_pubkey *keys, int nkeys, int skew_s,
-				     const char *timestamp, const char *nonce,
-				     const char *signature, const char *serial,
-				     const uint8_t *body, size_t blen, time_t now);
+                                     const char *timestamp, const char *nonce,
+                                     const char *signature, const char *serial, const uint8_t *body,
+                                     size_t blen, time_t now);
 
 /* Server side: the Wechatpay-Signature value (base64, free it) for an answer. */
 int chan_wx_sign_response(EVP_PKEY *platform_key, long long ts, const char *nonce,
-			  const uint8_t *body, size_t blen, char **signature);
+                          const uint8_t *body, size_t blen, char **signature);
 
 /*
  * Server side: checks a request's Authorization header (scheme, all five fields once each,
@@ -93,9 +93,9 @@ int chan_wx_sign_response(EVP_PKEY *platform_key, long long ts, const char *nonc
  * merchant's public key) against the method, canonical URL and raw body received.
  */
 enum chan_vr chan_wx_verify_request(EVP_PKEY *merchant_pub, const char *mchid, const char *serial,
-				    const char *authorization, const char *method,
-				    const char *canonical_url, const uint8_t *body, size_t blen,
-				    time_t now, int skew_s);
+                                    const char *authorization, const char *method,
+                                    const char *canonical_url, const uint8_t *body, size_t blen,
+                                    time_t now, int skew_s);
 
 /* ---- Alipay OpenAPI (gateway, RSA2) ---------------------------------------------------- */
 
@@ -130,7 +130,7 @@ struct chan_ali_node {
  * name occurs again after it.
  */
 int chan_ali_response_node(const uint8_t *body, size_t blen, const char *method,
-			   struct chan_ali_node *node);
+                           struct chan_ali_node *node);
 
 /*
  * Verifies an answer: the node as above, the top-level "sign" (the body must be one JSON
@@ -138,13 +138,12 @@ int chan_ali_response_node(const uint8_t *body, size_t blen, const char *method,
  * raw text, and, as the Java SDK does, over the text with "\/" read as "/" when the raw text
  * fails. On CHAN_VR_OK *node is the verified extent.
  */
-enum chan_vr chan_ali_verify_response(EVP_PKEY *const *alipay_keys, int nkeys,
-				      const uint8_t *body, size_t blen, const char *method,
-				      struct chan_ali_node *node);
+enum chan_vr chan_ali_verify_response(EVP_PKEY *const *alipay_keys, int nkeys, const uint8_t *body,
+                                      size_t blen, const char *method, struct chan_ali_node *node);
 
 /* Server side: {"<method>_response":<node_json>,"sign":"..."} (free *body). */
 int chan_ali_sign_response(EVP_PKEY *alipay_key, const char *method, const char *node_json,
-			   char **body);
+                           char **body);
 
 /* "yyyy-MM-dd HH:mm:ss" in China Standard Time (UTC+8), as the Java SDK sends it. */
 int chan_ali_timestamp(time_t t, char out[20]);

@@ -97,7 +97,8 @@ chan_stripe_value(struct chan_sbuf *b, const char *prefix, size_t plen, const js
 			n = snprintf(num, sizeof(num), "[%zu]", i);
 			chan_sbuf_add(&key, prefix, plen);
 			chan_sbuf_add(&key, num, (size_t)n);
-			rc = key.failed ? -1 : chan_stripe_value(b, key.p, key.n, json_array_get(v, i));
+			rc = key.failed ? -1
+			                : chan_stripe_value(b, key.p, key.n, json_array_get(v, i));
 			free(key.p);
 			if (rc != 0)
 				return -1;

@@ -40,7 +40,7 @@ int
 chan_wx_nonce(char out[33])
 {
 	static const char alphabet[] =
-		"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+	    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 	uint8_t r[32];
 	size_t i = 0;
 
@@ -64,9 +64,10 @@ chan_wx_canonical_url(const char *url, const char **out)
 	if (p == NULL)
 		return -1;
 	p += 3;
-	/* The authority ends at the first '/', '?' or '#'; a fragment is never sent. */
+	/* The authority ends at the first '/', '?' or '#'. A fragment is never sent, and a
+	 * query without a path would be sent as "/?query", which is not a suffix of url. */
 	p += strcspn(p, "/?#");
-	if (*p == '#')
+	if (strchr(p, '#') != NULL || *p == '?')
 		return -1;
 	*out = *p == '\0' ? "/" : p;
 	return 0;
@@ -74,8 +75,8 @@ chan_wx_canonical_url(const char *url, const char **out)
 
 int
 chan_wx_request_message(const char *method, const char *canonical_url, long long ts,
-			const char *nonce, const uint8_t *body, size_t blen, char **msg,
-			size_t *mlen)
+                        const char *nonce, const uint8_t *body, size_t blen, char **msg,
+                        size_t *mlen)
 {
 	char tsbuf[24];
 	size_t ml, ul, nl, tl, n;
@@ -120,8 +121,8 @@ chan_wx_token_ok(const char *s)
 
 int
 chan_wx_authorization(EVP_PKEY *merchant_key, const char *mchid, const char *serial,
-		      const char *method, const char *canonical_url, long long ts,
-		      const char *nonce, const uint8_t *body, size_t blen, char *out, size_t outcap)
+                      const char *method, const char *canonical_url, long long ts,
+                      const char *nonce, const uint8_t *body, size_t blen, char *out, size_t outcap)
 {
 	char *msg = NULL, *b64 = NULL;
 	uint8_t *sig = NULL;
@@ -138,9 +139,9 @@ chan_wx_authorization(EVP_PKEY *merchant_key, const char *mchid, const char *ser
 		goto done;
 	/* wechatpay-go's field order; the server reads the fields in any order. */
 	n = snprintf(out, outcap,
-		     "WECHATPAY2-SHA256-RSA2048 mchid=\"%s\",nonce_str=\"%s\",timestamp=\"%lld\","
-		     "serial_no=\"%s\",signature=\"%s\"",
-		     mchid, nonce, ts, serial, b64);
+	             "WECHATPAY2-SHA256-RSA2048 mchid=\"%s\",nonce_str=\"%s\",timestamp=\"%lld\","
+	             "serial_no=\"%s\",signature=\"%s\"",
+	             mchid, nonce, ts, serial, b64);
 	if (n < 0 || (size_t)n >= outcap)
 		goto done;
 	rc = 0;
@@ -197,8 +198,8 @@ chan_wx_verify_b64(EVP_PKEY *key, const char *b64, const struct sig_part *parts,
 
 enum chan_vr
 chan_wx_verify_response(const struct chan_pubkey *keys, int nkeys, int skew_s,
-			const char *timestamp, const char *nonce, const char *signature,
-			const char *serial, const uint8_t *body, size_t blen, time_t now)
+                        const char *timestamp, const char *nonce, const char *signature,
+                        const char *serial, const uint8_t *body, size_t blen, time_t now)
 {
 	EVP_PKEY *key = NULL;
 	long long ts;
@@ -215,7 +216,8 @@ chan_wx_verify_response(const struct chan_pubkey *keys, int nkeys, int skew_s,
 
 		if (id == NULL || keys[i].pkey == NULL)
 			continue;
-		if (strncmp(serial, "PUB_KEY_ID_", 11) == 0 || strncmp(id, "PUB_KEY_ID_", 11) == 0) {
+		if (strncmp(serial, "PUB_KEY_ID_", 11) == 0 ||
+		    strncmp(id, "PUB_KEY_ID_", 11) == 0) {
 			if (strcmp(serial, id) == 0)
 				key = keys[i].pkey;
 		} else if (sig_serial_equal(serial, id)) {
@@ -226,16 +228,20 @@ chan_wx_verify_response(const struct chan_pubkey *keys, int nkeys, int skew_s,
 		return CHAN_VR_KEY;
 	{
 		const struct sig_part parts[] = {
-			{timestamp, strlen(timestamp)}, {"\n", 1}, {nonce, strlen(nonce)},
-			{"\n", 1},			{body, blen}, {"\n", 1},
+		    {timestamp, strlen(timestamp)},
+		    {"\n", 1},
+		    {nonce, strlen(nonce)},
+		    {"\n", 1},
+		    {body, blen},
+		    {"\n", 1},
 		};
 		return chan_wx_verify_b64(key, signature, parts, 6);
 	}
 }
 
 int
-chan_wx_sign_response(EVP_PKEY *platform_key, long long ts, const char *nonce,
-		      const uint8_t *body, size_t blen, char **signature)
+chan_wx_sign_response(EVP_PKEY *platform_key, long long ts, const char *nonce, const uint8_t *body,
+                      size_t blen, char **signature)
 {
 	char tsbuf[24];
 	uint8_t *sig = NULL;
@@ -246,8 +252,8 @@ chan_wx_sign_response(EVP_PKEY *platform_key, long long ts, const char *nonce,
 	snprintf(tsbuf, sizeof(tsbuf), "%lld", ts);
 	{
 		const struct sig_part parts[] = {
-			{tsbuf, strlen(tsbuf)}, {"\n", 1}, {nonce, strlen(nonce)},
-			{"\n", 1},		{body, blen}, {"\n", 1},
+		    {tsbuf, strlen(tsbuf)}, {"\n", 1}, {nonce, strlen(nonce)}, {"\n", 1},
+		    {body, blen},           {"\n", 1},
 		};
 		if (sig_rsa_sha256_signv(platform_key, parts, 6, &sig, &siglen) != 0)
 			goto done;
@@ -313,8 +319,8 @@ chan_wx_auth_parse(char *buf, struct chan_wx_auth *a)
 
 enum chan_vr
 chan_wx_verify_request(EVP_PKEY *merchant_pub, const char *mchid, const char *serial,
-		       const char *authorization, const char *method, const char *canonical_url,
-		       const uint8_t *body, size_t blen, time_t now, int skew_s)
+                       const char *authorization, const char *method, const char *canonical_url,
+                       const uint8_t *body, size_t blen, time_t now, int skew_s)
 {
 	struct chan_wx_auth a;
 	enum chan_vr vr = CHAN_VR_MALFORMED;
