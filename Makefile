@@ -12,7 +12,7 @@
 # main.c is also archived into build/lib<dir>.a so tests link the very code the daemons run.
 
 CC       ?= cc
-PKGS     := rdkafka libconfig jansson libmicrohttpd openssl
+PKGS     := rdkafka libconfig jansson libmicrohttpd openssl libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(shell mariadb_config --cflags 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(shell mariadb_config --libs 2>/dev/null)
 
@@ -46,6 +46,9 @@ libobjs_of = $(filter-out $(BUILD)/$(1)/main.o,$(call objs_of,$(1)))
 
 COMMON_OBJS := $(call objs_of,common)
 LIB_COMMON  := $(BUILD)/libcommon.a
+# chan/ is a library without a program: the outbound channel clients (docs/channels.md).
+CHAN_OBJS   := $(call objs_of,chan)
+LIB_CHAN    := $(BUILD)/libchan.a
 PROG_DIRS_PRESENT := $(foreach d,$(PROG_DIRS),$(if $(wildcard $(d)/main.c),$(d)))
 PROGS       := $(foreach d,$(PROG_DIRS_PRESENT),bin/$(call bin_name,$(d)))
 LIBS_ALL    := $(foreach d,$(PROG_DIRS_PRESENT),$(BUILD)/lib$(subst /,_,$(d)).a)
@@ -78,6 +81,10 @@ $(LIB_COMMON): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
 	$(Q)$(AR) rcs $@ $^
 
+$(LIB_CHAN): $(CHAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@; $(AR) rcs $@ $^
+
 define prog_rules
 $(BUILD)/lib$(subst /,_,$(1)).a: $(call libobjs_of,$(1))
 	@mkdir -p $$(dir $$@)
@@ -94,13 +101,13 @@ $(BUILD)/empty.o:
 	echo 'int paycb_empty_archive;' | $(CC) -x c -c -o $@ -
 
 TEST_SUPPORT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SUPPORT))
-bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_COMMON)
+bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_COMMON) $(LDLIBS) -lcmocka
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON) $(LDLIBS) -lcmocka
 
 $(BUILD)/tools/sim/%.o: CFLAGS += -Iingest
-$(BUILD)/tests/%.o: CFLAGS += -Itests/support -Iingest -Iprocessor -Iretrier -Itools/sim -Itools/paycbctl -Itools/migrate
+$(BUILD)/tests/%.o: CFLAGS += -Itests/support -Ichan -Iingest -Iprocessor -Iretrier -Itools/sim -Itools/paycbctl -Itools/migrate
 
 # ---- services and tests -----------------------------------------------------------------
 
@@ -153,11 +160,15 @@ clean:
 
 -include $(shell find build -name '*.d' 2>/dev/null)
 
-# docs/config.md's settings table is generated from the code's table.
-docs: bin/paycb-migrate
+# docs/config.md's settings table and docs/processor.md's decision table are generated from
+# the code's tables.
+docs: bin/paycb-migrate bin/tests/unit/test_decide
 	@{ sed '/<!-- settings:begin -->/q' docs/config.md; bin/paycb-migrate --config-doc; \
 	  sed -n '/<!-- settings:end -->/,$$p' docs/config.md; } > docs/config.md.new
 	@mv docs/config.md.new docs/config.md
+	@{ sed '/<!-- decision:begin -->/q' docs/processor.md; bin/tests/unit/test_decide --table; \
+	  sed -n '/<!-- decision:end -->/,$$p' docs/processor.md; } > docs/processor.md.new
+	@mv docs/processor.md.new docs/processor.md
 
 # ---- fuzzing (clang libFuzzer) ------------------------------------------------------------
 # `make fuzz` runs every harness for FUZZ_SECONDS each, seeded from ../shared/vectors;
@@ -216,12 +227,14 @@ install: $(INSTALL_PROGS)
 	@set -e; d='$(DESTDIR)'; etc="$$d$(PAYCB_ETC)"; \
 	own=no; if [ -z "$$d" ] && [ "$$(id -u)" = 0 ]; then own=yes; fi; \
 	install -d "$$d$(BINDIR)" "$$d$(DATADIR)/schemas/kafka" "$$d$(DATADIR)/nginx" \
-		"$$d$(DATADIR)/prometheus" "$$d$(DOCDIR)" "$$d$(UNITDIR)" "$$d$(SYSUSERSDIR)"; \
+		"$$d$(DATADIR)/prometheus" "$$d$(DATADIR)/grafana" "$$d$(DOCDIR)" "$$d$(UNITDIR)" \
+		"$$d$(SYSUSERSDIR)"; \
 	install -m 0755 $(INSTALL_PROGS) "$$d$(BINDIR)/"; \
 	install -m 0644 schemas/*.sql schemas/topics.tsv "$$d$(DATADIR)/schemas/"; \
 	install -m 0644 schemas/kafka/*.json "$$d$(DATADIR)/schemas/kafka/"; \
 	install -m 0644 deploy/nginx/*.conf "$$d$(DATADIR)/nginx/"; \
 	install -m 0644 deploy/prometheus/*.yml "$$d$(DATADIR)/prometheus/"; \
+	install -m 0644 deploy/grafana/*.json "$$d$(DATADIR)/grafana/"; \
 	install -m 0644 docs/*.md "$$d$(DOCDIR)/"; \
 	for u in deploy/systemd/*.service deploy/systemd/*.target; do \
 		sed $(INSTALL_SED) "$$u" >"$$d$(UNITDIR)/$${u##*/}"; chmod 0644 "$$d$(UNITDIR)/$${u##*/}"; \

@@ -40,6 +40,7 @@ struct conf_retry {
 	struct cfg_ints ladder_s;
 	long long initial_lease_s;
 	long long lease_margin_s;
+	long long initial_lease_max_s;
 };
 
 struct conf_ingest {
@@ -72,6 +73,7 @@ struct conf_retrier {
 	long long outbox_after_s;
 	long long purge_after_s, purge_batch;
 	long long stuck_after_s;
+	long long max_republish;
 };
 
 struct conf_wx_key {

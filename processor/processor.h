@@ -12,6 +12,8 @@
  *   processor_handle.c   one message: pre-check, route to pay or refund, log, store offset
  *   processor_pay.c      the payment transaction
  *   processor_refund.c   the refund transaction
+ *   processor_decide.c   the state machine's decision: a rule table and pure functions
+ *   processor_ledger.c   the refund ledger and the refund requests, read and written
  *   processor_outbox.c   order_events rows, written in the transaction
  *   processor_relay.c    the relay thread: publishes committed events, marks them sent
  *   processor_fail.c     recording a retryable failure, dead rows, alerts, dead letters
@@ -27,9 +29,10 @@
 #include "db.h"
 #include "kq.h"
 #include "msg.h"
+#include "processor_decide.h"
 
-#define PROC_TOPIC_MAX 256
-#define PROC_EVENTS_MAX 2
+#define PROC_TOPIC_MAX   256
+#define PROC_EVENTS_MAX  2
 #define PROC_PAYLOAD_MAX 1536
 
 /* Backoff of a message that could not be processed or recorded (database or broker down). */
@@ -52,6 +55,19 @@ struct proc_hold {
 	long long due_ms;
 };
 
+/*
+ * When this worker first saw the head message (offset) of a delay-topic partition that it
+ * holds: the hold lasts until the message's timestamp plus the step's delay, but never more
+ * than the delay from first_ms, so a message stamped in the future (a skewed clock) cannot
+ * stop its partition for the skew.
+ */
+struct proc_seen {
+	char topic[PROC_TOPIC_MAX];
+	int32_t partition;
+	int64_t offset;
+	long long first_ms;
+};
+
 struct proc_worker {
 	struct proc *p;
 	int index;
@@ -61,6 +77,8 @@ struct proc_worker {
 	int started;
 	struct proc_hold *holds;
 	int nholds, capholds;
+	struct proc_seen *seen;
+	int nseen, capseen;
 	long long outage_since_ms; /* monotonic; 0 while the database answers */
 	long long backoff_ms;
 };
@@ -80,9 +98,9 @@ struct proc {
 
 /* What became of a message. */
 enum proc_rc {
-	PROC_DONE = 0,      /* applied, skipped, dead or failure recorded: store the offset */
-	PROC_DB_DOWN,       /* the database could not be reached: hold, redeliver, store nothing */
-	PROC_BROKER_DOWN,   /* a dead letter could not be published: hold, redeliver */
+	PROC_DONE = 0,    /* applied, skipped, dead or failure recorded: store the offset */
+	PROC_DB_DOWN,     /* the database could not be reached: hold, redeliver, store nothing */
+	PROC_BROKER_DOWN, /* a dead letter could not be published: hold, redeliver */
 };
 
 /* How a transaction ended. */
@@ -103,12 +121,12 @@ struct proc_event {
 
 /* The result of one transaction, for the log line and the work after the commit. */
 struct proc_result {
-	const char *outcome;  /* paid, duplicate, paid_twice, paid_after_close, dead, ... */
-	char reason[400];     /* a retryable failure's or a dead row's reason */
+	const char *outcome; /* paid, duplicate, paid_twice, paid_after_close, dead, ... */
+	char reason[400];    /* a retryable failure's or a dead row's reason */
 	char merchant[65];
 	char order[129];
-	char detail[160];     /* extra key=value text for the log line */
-	int retry_count;      /* after recording a failure */
+	char detail[160];       /* extra key=value text for the log line */
+	int retry_count;        /* after recording a failure */
 	const char *alert_kind; /* non-NULL when an alert was raised */
 	char alert_detail[400];
 	int nevents;
@@ -121,12 +139,13 @@ struct proc_row {
 	unsigned long long id;
 	char merchant[65];
 	char channel[17];
-	char trade_no[161];    /* payments: channel trade number; refunds: refund number */
+	char trade_no[161];     /* payments: channel trade number; refunds: refund number */
 	char pay_trade_no[129]; /* refunds: the channel trade number of the payment, may be "" */
 	char order[129];
 	char amount[40];
 	int cumulative;
 	char currency[4];
+	char chan_status[33]; /* refunds: the channel's refund status as stored */
 	long long status;
 	long long retry_count;
 	char created_at[32];
@@ -144,6 +163,24 @@ struct proc_order {
 	char refunded[40];
 };
 
+/* The refund ledger of an order as the refund transaction measured it (processor_ledger.c). */
+struct proc_ledger_view {
+	struct dec_ledger now, after;
+	enum dec_entry entry;  /* this refund number's ledger row */
+	int64_t entry_amount;  /* its amount */
+	int64_t amount;        /* the notification's amount */
+	int64_t before, paid;  /* the order's refunded amount and amount paid */
+	enum dec_ledger_op op; /* what to write */
+};
+
+/* A payment's refund request as read under its order's lock. id 0: none. */
+struct proc_request {
+	unsigned long long id;
+	char status[16];
+	char amount[40];
+	char currency[4];
+};
+
 /* processor_daemon.c */
 int proc_init(const struct conf *cf, void **state);
 int proc_loop(void *state);
@@ -152,8 +189,8 @@ void proc_request_exit(struct proc *p, int code);
 
 /* processor_consume.c */
 void *proc_worker_main(void *arg);
-void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-		    rd_kafka_topic_partition_list_t *parts, void *opaque);
+void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
+                    void *opaque);
 long long proc_wall_ms(void);
 long long proc_mono_ms(void);
 
@@ -161,32 +198,45 @@ long long proc_mono_ms(void);
 enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);
 
 /* processor_pay.c */
-enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m,
-		      struct proc_result *r);
+enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result *r);
 /* Locks and reads the callback row id of one log (payments or refunds) into row. */
 typedef enum db_rc (*proc_row_lock_fn)(struct proc_worker *w, unsigned long long id,
-				       struct proc_row *row, unsigned long long *found);
+                                       struct proc_row *row, unsigned long long *found);
 /*
  * Begins the transaction of callback m, the same way for payments and refunds: locks its
  * row with lock, copies the row's merchant and order into r and locks the order. Returns 1
- * with row and o filled when the caller is to go on. Returns 0 with *tx set when the
- * transaction has ended already: a database error, a row already done or dead (TX_FINAL),
- * no such row (TX_MISSING), or no such order yet (TX_RETRY, reason "order not found").
+ * with row and o filled when the caller is to go on (o->id 0: no such order, which the
+ * decision table turns into a retry). Returns 0 with *tx set when the transaction has
+ * ended already: a database error, a row already done or dead (TX_FINAL) or no such row
+ * (TX_MISSING).
  */
 int proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
-	      struct proc_row *row, struct proc_order *o, struct proc_result *r,
-	      enum proc_tx *tx);
+              struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx);
 
 /* processor_refund.c */
 enum proc_tx proc_refund(struct proc_worker *w, const struct msg_callback *m,
-			 struct proc_result *r);
+                         struct proc_result *r);
 
 /* processor_outbox.c */
+/* ref, when not NULL, tells apart events of one type for one order (a refund number). */
 enum db_rc proc_outbox_add(struct proc_worker *w, const struct proc_row *row,
-			   const char *event_type, const char *amount, const char *currency,
-			   const char *trade_no, struct proc_result *r);
-enum db_rc proc_order_lock(struct proc_worker *w, const struct proc_row *row,
-			   struct proc_order *o, unsigned long long *found);
+                           const char *event_type, const char *ref, const char *amount,
+                           const char *currency, const char *trade_no, struct proc_result *r);
+enum db_rc proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_order *o,
+                           unsigned long long *found);
+
+/* processor_ledger.c: each returns DB_DUPLICATE when a row changed under the lock */
+enum db_rc proc_ledger_measure(struct proc_worker *w, const struct proc_row *row,
+                               const struct proc_order *o, enum dec_note note,
+                               struct proc_ledger_view *v, enum dec_money *money);
+enum db_rc proc_ledger_write(struct proc_worker *w, const struct proc_row *row,
+                             const struct proc_ledger_view *v);
+enum db_rc proc_request_measure(struct proc_worker *w, const struct proc_row *row,
+                                struct proc_request *q, enum dec_money *money);
+enum db_rc proc_request_settle(struct proc_worker *w, const struct proc_row *row,
+                               const struct proc_request *q);
+enum db_rc proc_request_record_early(struct proc_worker *w, const struct proc_row *row);
+enum db_rc proc_request_reopen(struct proc_worker *w, const struct proc_request *q);
 
 /* processor_relay.c */
 int proc_relay_start(struct proc *p);
@@ -197,21 +247,21 @@ void proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_resu
 
 /* processor_fail.c */
 enum proc_tx proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what,
-			   struct proc_result *r);
+                           struct proc_result *r);
 void proc_rollback(struct db *db);
 enum db_rc proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind,
-		      const char *detail, struct proc_result *r);
+                      const char *detail, struct proc_result *r);
 enum proc_tx proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
-		       const char *detail, struct proc_result *r);
-enum proc_tx proc_mark_done(struct proc_worker *w, const struct proc_row *row,
-			    const char *outcome, struct proc_result *r);
+                       const char *detail, struct proc_result *r);
+enum proc_tx proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *outcome,
+                            struct proc_result *r);
 /*
  * Records a retryable failure of attempt on the row, unless one was recorded for that
  * attempt already (*counted = 0: this message was a second copy of it).
  */
 enum db_rc proc_record_failure(struct proc_worker *w, int refund, unsigned long long id,
-			       int attempt, const char *reason, struct proc_result *r,
-			       int *counted);
+                               int attempt, const char *reason, struct proc_result *r,
+                               int *counted);
 int proc_amount_parse(const char *s, long long *minor);
 
 /* processor_metrics.c */

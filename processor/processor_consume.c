@@ -6,7 +6,9 @@
  * commits stored offsets every second and when partitions are revoked.
  *
  * A message that must wait - a delay-topic message not yet due (its timestamp plus the
- * topic's delay), or one that could not be processed because the database or the broker is
+ * topic's delay, but never later than the delay after this worker first saw it, so a
+ * message stamped in the future by a skewed clock holds its partition for one step at
+ * most), or one that could not be processed because the database or the broker is
  * away - is "held": its partition is paused and the consumer seeks back to the message, so
  * the message is delivered again when the hold is released, while every other partition and
  * topic goes on flowing. Nothing ever sleeps in the poll loop. Holds are the worker's own
@@ -173,10 +175,78 @@ proc_holds_release(struct proc_worker *w)
 	}
 }
 
+/*
+ * proc_first_seen - when this worker first saw the message at offset of a delay-topic
+ * partition: remembered while the partition's head is held, so the hold is recomputed
+ * from the same moment when the message comes back. *fresh is set when it is seen now for
+ * the first time. Without memory for the entry the answer is now (the hold is then only
+ * bounded per delivery).
+ */
+static long long
+proc_first_seen(struct proc_worker *w, const char *topic, int32_t partition, int64_t offset,
+		long long now, int *fresh)
+{
+	struct proc_seen *e = NULL;
+
+	*fresh = 0;
+	for (int i = 0; i < w->nseen; i++)
+		if (w->seen[i].partition == partition && strcmp(w->seen[i].topic, topic) == 0)
+			e = &w->seen[i];
+	if (e && e->offset == offset)
+		return e->first_ms;
+	if (e == NULL) {
+		if (w->nseen == w->capseen) {
+			int cap = w->capseen ? w->capseen * 2 : 16;
+			struct proc_seen *n = realloc(w->seen, (size_t)cap * sizeof(*n));
+
+			if (n == NULL)
+				return now;
+			w->seen = n;
+			w->capseen = cap;
+		}
+		e = &w->seen[w->nseen++];
+		snprintf(e->topic, sizeof(e->topic), "%s", topic);
+		e->partition = partition;
+	}
+	e->offset = offset;
+	e->first_ms = now;
+	*fresh = 1;
+	return now;
+}
+
+/*
+ * proc_seen_drop - forgets the first-seen times of parts (all when parts and topic are
+ * NULL), or of one partition when topic is set.
+ */
+static void
+proc_seen_drop(struct proc_worker *w, const rd_kafka_topic_partition_list_t *parts,
+	       const char *topic, int32_t partition)
+{
+	if (parts == NULL && topic == NULL) {
+		w->nseen = 0;
+		return;
+	}
+	for (int i = 0; i < w->nseen;) {
+		int hit = 0;
+
+		if (topic)
+			hit = w->seen[i].partition == partition &&
+			      strcmp(w->seen[i].topic, topic) == 0;
+		for (int k = 0; parts && !hit && k < parts->cnt; k++)
+			hit = w->seen[i].partition == parts->elems[k].partition &&
+			      strcmp(w->seen[i].topic, parts->elems[k].topic) == 0;
+		if (hit)
+			w->seen[i] = w->seen[--w->nseen];
+		else
+			i++;
+	}
+}
+
 /* proc_holds_drop - forgets holds of parts (all holds when parts is NULL) */
 static void
 proc_holds_drop(struct proc_worker *w, const rd_kafka_topic_partition_list_t *parts)
 {
+	proc_seen_drop(w, parts, NULL, 0);
 	if (parts == NULL) {
 		w->nholds = 0;
 		return;
@@ -254,18 +324,35 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 		kq_store(w->rk, m);
 		return;
 	}
-	if (ladder_step_of_topic(cf, topic, &delay_s) > 0) {
-		ts = rd_kafka_message_timestamp(m, &tstype);
-		if (ts >= 0 && ts + delay_s * 1000 > proc_wall_ms()) {
-			char id[24];
+	if (ladder_step_of_topic(cf, topic, &delay_s) > 0 &&
+	    (ts = rd_kafka_message_timestamp(m, &tstype)) >= 0) {
+		long long now = proc_wall_ms(), due = ts + delay_s * 1000;
+		char id[24];
+		int fresh;
 
+		if (due > now) {
+			long long first =
+			    proc_first_seen(w, topic, m->partition, m->offset, now, &fresh);
+
+			/* Never longer than the delay from when this worker first saw it. */
+			if (first + delay_s * 1000 < due) {
+				due = first + delay_s * 1000;
+				if (fresh)
+					log_warn(log_cbid(id, cb.id, cb.log == MSG_LOG_REFUND),
+						 "event=hold_capped topic=%s partition=%d "
+						 "offset=%lld timestamp_ahead_ms=%lld",
+						 topic, (int)m->partition, (long long)m->offset,
+						 ts - now);
+			}
+		}
+		if (due > now) {
 			log_debug(log_cbid(id, cb.id, cb.log == MSG_LOG_REFUND),
 				  "event=held topic=%s partition=%d offset=%lld due_in_ms=%lld", topic,
-				  (int)m->partition, (long long)m->offset,
-				  ts + delay_s * 1000 - proc_wall_ms());
-			proc_hold(w, m, ts + delay_s * 1000);
+				  (int)m->partition, (long long)m->offset, due - now);
+			proc_hold(w, m, due);
 			return;
 		}
+		proc_seen_drop(w, NULL, topic, m->partition);
 	}
 	rc = proc_handle(w, &cb);
 	if (rc == PROC_DONE) {

@@ -43,6 +43,7 @@ proc_free(struct proc *p)
 			rd_kafka_destroy(w->rk);
 		db_close(&w->db);
 		free(w->holds);
+		free(w->seen);
 	}
 	free(p->workers);
 	proc_relay_stop(p);

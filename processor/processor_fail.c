@@ -6,14 +6,14 @@
  * A retryable failure is recorded outside the rolled-back transaction, on the row itself:
  * retry_count + 1, last_error, and next_retry_at = now, so the row is due at once and the
  * retrier (the one scheduler) republishes it on the next step's delay topic; a second copy
- * of the same attempt does not count again. A dead row never comes back by itself: its dead
- * letter goes to <prefix>.callbacks.dlq before the commit, so a committed dead row always
- * has its dead letter (at least once: a commit that fails after the publish sends it again
- * on redelivery; the row id identifies duplicates).
+ * of the same attempt does not count again, nor does a stale attempt queued before a replay
+ * reset the row's count. A dead row never comes back by itself; the transaction that makes
+ * it dead marks it for its dead letter, which the retrier's dead-letter sweep publishes
+ * (at least once; the row id identifies duplicates), so the processor never waits for the
+ * dead-letter topic.
  */
 #include "processor.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,48 +106,35 @@ proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *ou
 	return TX_COMMITTED;
 }
 
-/* proc_dlq_message - the dead letter of row (schemas/kafka/dlq.schema.json) */
-static char *
-proc_dlq_message(const struct proc_row *row, const char *reason, const char *detail)
-{
-	json_t *o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "v", 1, "log",
-			      row->refund ? "refund" : "pay", "id", (json_int_t)row->id,
-			      "merchant_id", row->merchant, "channel", row->channel,
-			      "channel_trade_no", row->trade_no, "out_trade_no", row->order,
-			      "retry_count", (json_int_t)row->retry_count, "last_error", detail,
-			      "created_at", row->created_at, "dead_at", row->now, "reason", reason);
-	char *s;
-
-	if (o == NULL)
-		return NULL;
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	return s;
-}
-
 /*
- * proc_dead - makes the locked row dead (2) with an alert and its dead letter, and commits.
- * A dead row is never self-healed: an operator looks at the alert.
+ * proc_dead - makes the locked row dead (2) with its alert, and commits. The dead letter is
+ * not published here: the row is marked for it (dead_reason, dlq_sent_at NULL, due now)
+ * and the retrier's dead-letter sweep publishes it and records dlq_sent_at after the
+ * delivery report, as for rows whose ladder ran out. So a dead-letter topic that cannot be
+ * written (missing, no permission, broker down) never holds this partition, and paycbctl
+ * dead shows each dead letter's true sent state. A dead row is never self-healed: an
+ * operator looks at the alert.
  */
 enum proc_tx
 proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
 	  const char *detail, struct proc_result *r)
 {
-	struct db_in in[4] = {DBI_STR(reason), DBI_STR(detail), DBI_I64(row->id)};
-	char key[200], err[256];
+	struct db_in in[4] = {DBI_STR(reason), DBI_STR(detail), DBI_STR(reason), DBI_I64(row->id)};
 	unsigned long long n = 0;
-	enum proc_tx tx;
 	enum db_rc rc;
-	char *dlq = NULL;
 
 	r->outcome = "dead";
 	snprintf(r->reason, sizeof(r->reason), "%s", reason);
 	rc = db_exec(&w->db,
 		     row->refund ? "UPDATE refund_callback_log SET status = 2, outcome = ?, "
-				   "last_error = ?, done_at = NOW(3) WHERE id = ? AND status = 0"
+				   "last_error = ?, done_at = NOW(3), dead_at = NOW(3), "
+				   "dead_reason = ?, dlq_sent_at = NULL, next_retry_at = NOW(3) "
+				   "WHERE id = ? AND status = 0"
 				 : "UPDATE pay_callback_log SET status = 2, outcome = ?, "
-				   "last_error = ?, done_at = NOW(3) WHERE id = ? AND status = 0",
-		     in, 3, &n, NULL);
+				   "last_error = ?, done_at = NOW(3), dead_at = NOW(3), "
+				   "dead_reason = ?, dlq_sent_at = NULL, next_retry_at = NOW(3) "
+				   "WHERE id = ? AND status = 0",
+		     in, 4, &n, NULL);
 	if (rc != DB_OK)
 		return proc_tx_error(w, rc, "mark dead", r);
 	if (n != 1) {
@@ -156,27 +143,9 @@ proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
 	}
 	if ((rc = proc_alert(w, row, reason, detail, r)) != DB_OK)
 		return proc_tx_error(w, rc, "alert", r);
-	if ((dlq = proc_dlq_message(row, reason, detail)) == NULL) {
-		snprintf(r->reason, sizeof(r->reason), "cannot encode the dead letter");
-		proc_rollback(&w->db);
-		return TX_RETRY;
-	}
-	snprintf(key, sizeof(key), "%s|%s", row->merchant, row->order);
-	if (kq_produce_wait(w->p->prod, w->p->topic_dlq, key, strlen(key), dlq, strlen(dlq),
-			    PROC_PUBLISH_WAIT_MS, err, sizeof(err)) != 0) {
-		snprintf(r->reason, sizeof(r->reason), "dead letter: %s", err);
-		proc_rollback(&w->db);
-		tx = TX_BROKER_DOWN;
-		goto done;
-	}
-	if ((rc = db_commit(&w->db)) != DB_OK) {
-		tx = proc_tx_error(w, rc, "commit", r);
-		goto done;
-	}
-	tx = TX_COMMITTED;
-done:
-	free(dlq);
-	return tx;
+	if ((rc = db_commit(&w->db)) != DB_OK)
+		return proc_tx_error(w, rc, "commit", r);
+	return TX_COMMITTED;
 }
 
 enum db_rc
@@ -189,19 +158,23 @@ proc_record_failure(struct proc_worker *w, int refund, unsigned long long id, in
 	enum db_rc rc;
 
 	/*
-	 * Attempt a is published while retry_count is a - 1; a row whose count has reached a
-	 * had this attempt's failure recorded by another copy of the message (the retrier
-	 * republished the row when its lease ran out while the first copy waited in a
-	 * backlog). Counting it again would run the row through the ladder at the speed of
-	 * the backlog; the row's next_retry_at already brings the next attempt.
+	 * Attempt a is published while retry_count is a - 1, and only that attempt's failure
+	 * counts. A row whose count has reached a had this attempt's failure recorded by
+	 * another copy of the message (the retrier republished the row when its lease ran out
+	 * while the first copy waited in a backlog); counting it again would run the row through
+	 * the ladder at the speed of the backlog. A row whose count is below a - 1 was reset by
+	 * a replay after this copy was queued: it is a stale attempt of the old ladder and must
+	 * not spend a step of the new one. Either way the row's next_retry_at already brings
+	 * the next attempt. Progress sets republish_count back to 0 (the retrier counts its
+	 * republishes per attempt).
 	 */
 	rc = db_exec(&w->db,
 		     refund ? "UPDATE refund_callback_log SET retry_count = retry_count + 1, "
-			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0 "
-			      "AND retry_count < ?"
+			      "republish_count = 0, last_error = ?, next_retry_at = NOW(3) "
+			      "WHERE id = ? AND status = 0 AND retry_count = ? - 1"
 			    : "UPDATE pay_callback_log SET retry_count = retry_count + 1, "
-			      "last_error = ?, next_retry_at = NOW(3) WHERE id = ? AND status = 0 "
-			      "AND retry_count < ?",
+			      "republish_count = 0, last_error = ?, next_retry_at = NOW(3) "
+			      "WHERE id = ? AND status = 0 AND retry_count = ? - 1",
 		     in, 3, &changed, NULL);
 	if (rc != DB_OK)
 		return rc;

@@ -5,6 +5,13 @@
  * transaction, the record of a retryable failure, the outbox relay after a commit, and the
  * one log line of the outcome, callback id first.
  *
+ * A message naming a row that does not exist (a database failover that lost an
+ * acknowledged INSERT, or a message from elsewhere) and a message whose merchant or order
+ * differ from the row it names (an id reused after such a loss) are never applied: each is
+ * counted (paycb_processor_callbacks_total{outcome="row_missing"|"row_mismatch"}) and
+ * alerted with the merchant, channel and order the message carries, and its offset is
+ * stored.
+ *
  * The caller stores the message's offset only for PROC_DONE: the effect committed, the row
  * was final already, or the failure was recorded on the row. Anything else (the database or
  * the broker away) leaves the message to be delivered again.
@@ -35,30 +42,54 @@
 	"(SELECT COUNT(*) FROM " OTHER " e FORCE INDEX (idx_order) WHERE "                         \
 	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
 	"e.retry_count = 0 AND e.created_at < c.created_at), "                                     \
-	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000 FROM " T " c WHERE c.id = ?"
+	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000, c.merchant_id, "               \
+	"c.out_trade_no FROM " T " c WHERE c.id = ?"
 static const char *const SQL_PRECHECK[2] = {
     PRECHECK_SQL("pay_callback_log", "refund_callback_log"),
     PRECHECK_SQL("refund_callback_log", "pay_callback_log")};
-/* A deferred row comes due again in a second; the retrier publishes it on the main topic. */
+/*
+ * A deferred row comes due again in a second; the retrier publishes it on the main topic.
+ * The processor saw it, so its republishes start counting again (republish_count).
+ */
 static const char *const SQL_DEFER[2] = {
-    "UPDATE pay_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND WHERE id = ? AND "
-    "status = 0 AND retry_count = 0",
-    "UPDATE refund_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND WHERE id = ? "
-    "AND status = 0 AND retry_count = 0"};
+    "UPDATE pay_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND, republish_count "
+    "= 0 WHERE id = ? AND status = 0 AND retry_count = 0",
+    "UPDATE refund_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND, "
+    "republish_count = 0 WHERE id = ? AND status = 0 AND retry_count = 0"};
 
 struct precheck {
 	long long status, retry_count, earlier, age_ms;
+	char merchant[65], order[129];
 };
+
+/* proc_msg_alert - an alerts row about message m itself (no row of ours to name). */
+static enum db_rc
+proc_msg_alert(struct proc_worker *w, const struct msg_callback *m, const char *kind,
+	       const char *detail)
+{
+	struct db_in in[5] = {DBI_STR(kind), DBI_I64(m->id), DBI_STR(m->merchant_id),
+			      DBI_STR(m->out_trade_no), DBI_STR(detail)};
+
+	return db_exec(&w->db,
+		       "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
+		       "VALUES (?, ?, ?, ?, ?)",
+		       in, 5, NULL, NULL);
+}
 
 /* proc_precheck - fills pc; returns 0, -1 when there is no such row, -2 on database error */
 static int
 proc_precheck(struct proc_worker *w, const struct msg_callback *m, struct precheck *pc)
 {
 	struct db_in in[1] = {DBI_I64(m->id)};
-	struct db_out out[4] = {DBO_I64(), DBO_I64(), DBO_I64(), DBO_I64()};
+	struct db_out out[6] = {DBO_I64(),
+				DBO_I64(),
+				DBO_I64(),
+				DBO_I64(),
+				DBO_STR(pc->merchant, sizeof(pc->merchant)),
+				DBO_STR(pc->order, sizeof(pc->order))};
 	unsigned long long rows = 0;
 
-	if (db_query(&w->db, SQL_PRECHECK[m->log == MSG_LOG_REFUND], in, 1, out, 4, NULL, NULL,
+	if (db_query(&w->db, SQL_PRECHECK[m->log == MSG_LOG_REFUND], in, 1, out, 6, NULL, NULL,
 		     &rows) != DB_OK)
 		return -2;
 	if (rows == 0)
@@ -165,8 +196,33 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	log_cbid(id, m->id, refund);
 	log_safe(r.order, sizeof(r.order), m->out_trade_no);
 	log_safe(r.merchant, sizeof(r.merchant), m->merchant_id);
-	if ((st = proc_precheck(w, m, &pc)) == -2 ||
-	    (st == 0 && (deferred = proc_defer(w, m, &pc, id, &r)) < 0)) {
+	if ((st = proc_precheck(w, m, &pc)) == -2) {
+		log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
+			 w->db.last_error);
+		return PROC_DB_DOWN;
+	}
+	if (st == 0 && (strcmp(pc.merchant, m->merchant_id) != 0 ||
+			strcmp(pc.order, m->out_trade_no) != 0)) {
+		char rm[66], ro[130], ch[17];
+
+		snprintf(reason, sizeof(reason),
+			 "%s: the message names merchant %s, order %s, channel %s; the row is "
+			 "merchant %s, order %s: not applied",
+			 id, r.merchant, r.order, log_safe(ch, sizeof(ch), m->channel),
+			 log_safe(rm, sizeof(rm), pc.merchant), log_safe(ro, sizeof(ro), pc.order));
+		if (proc_msg_alert(w, m, "row_mismatch", reason) != DB_OK) {
+			log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
+				 w->db.last_error);
+			return PROC_DB_DOWN;
+		}
+		log_error(id,
+			  "event=alert kind=row_mismatch order=%s merchant=%s channel=%s "
+			  "row_order=%s row_merchant=%s attempt=%d",
+			  r.order, r.merchant, ch, ro, rm, m->attempt);
+		proc_metrics_outcome("row_mismatch", proc_mono_ms() - t0);
+		return PROC_DONE;
+	}
+	if (st == 0 && (deferred = proc_defer(w, m, &pc, id, &r)) < 0) {
 		log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
 			 w->db.last_error);
 		return PROC_DB_DOWN;
@@ -194,10 +250,29 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 			 r.order, r.merchant, m->attempt, proc_mono_ms() - t0);
 		proc_metrics_outcome("skipped", proc_mono_ms() - t0);
 		return PROC_DONE;
-	case TX_MISSING:
-		/* Ingest writes the row before it publishes; a missing row cannot be retried. */
-		log_error(id, "event=row_missing order=%s merchant=%s", r.order, r.merchant);
+	case TX_MISSING: {
+		char ch[17];
+
+		/*
+		 * Ingest writes the row before it publishes, so an acknowledged notification was
+		 * lost (a failover that dropped the INSERT): only the channel's reconciliation
+		 * can bring it back. A missing row cannot be retried.
+		 */
+		log_safe(ch, sizeof(ch), m->channel);
+		snprintf(reason, sizeof(reason),
+			 "%s: a message names a %s row that does not exist: merchant %s, order "
+			 "%s, channel %s, attempt %d (reconcile with the channel)",
+			 id, refund ? "refund" : "payment", r.merchant, r.order, ch, m->attempt);
+		if (proc_msg_alert(w, m, "row_missing", reason) != DB_OK) {
+			log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
+				 w->db.last_error);
+			return PROC_DB_DOWN;
+		}
+		log_error(id, "event=alert kind=row_missing order=%s merchant=%s channel=%s attempt=%d",
+			  r.order, r.merchant, ch, m->attempt);
+		proc_metrics_outcome("row_missing", proc_mono_ms() - t0);
 		return PROC_DONE;
+	}
 	case TX_RETRY:
 		snprintf(reason, sizeof(reason), "%s", r.reason);
 		if ((rc = proc_record_failure(w, refund, m->id, m->attempt, reason, &r,

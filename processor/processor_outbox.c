@@ -3,7 +3,9 @@
  * written in the same transaction as the order's state change, and relayed to
  * <prefix>.order-events after the commit by the relay thread (processor_relay.c).
  *
- * Each event has a stable id, "<merchant_id>|<out_trade_no>|<event_type>", which downstream
+ * Each event has a stable id, "<merchant_id>|<out_trade_no>|<event_type>", with
+ * "|<refund number>" after it for the events of one refund (order.refund,
+ * order.refund_reversed), which downstream
  * consumers deduplicate on: a crash between the commit and the relay leaves the row unsent
  * (sent_at NULL) and the retrier's sweep publishes it later, so delivery is at least once
  * and the id makes it effectively once.
@@ -20,14 +22,14 @@
 /* proc_event_payload - the event as schemas/kafka/order-event.schema.json describes it */
 static int
 proc_event_payload(const struct proc_row *row, const char *event_id, const char *event_type,
-		   const char *amount, const char *currency, const char *trade_no, char *buf,
-		   size_t len)
+                   const char *amount, const char *currency, const char *trade_no, char *buf,
+                   size_t len)
 {
-	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "v", 1,
-			      "event_id", event_id, "event_type", event_type, "merchant_id",
-			      row->merchant, "out_trade_no", row->order, "amount", amount,
-			      "currency", currency, "channel", row->channel, "channel_trade_no",
-			      trade_no, "callback_id", (json_int_t)row->id, "at", row->now);
+	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "v", 1, "event_id",
+	                      event_id, "event_type", event_type, "merchant_id", row->merchant,
+	                      "out_trade_no", row->order, "amount", amount, "currency", currency,
+	                      "channel", row->channel, "channel_trade_no", trade_no, "callback_id",
+	                      (json_int_t)row->id, "at", row->now);
 	size_t n;
 
 	if (o == NULL)
@@ -46,10 +48,10 @@ proc_event_payload(const struct proc_row *row, const char *event_id, const char 
  */
 enum db_rc
 proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *event_type,
-		const char *amount, const char *currency, const char *trade_no,
-		struct proc_result *r)
+                const char *ref, const char *amount, const char *currency, const char *trade_no,
+                struct proc_result *r)
 {
-	char event_id[256];
+	char event_id[400];
 	struct proc_event *ev;
 	unsigned long long id = 0;
 	enum db_rc rc;
@@ -57,21 +59,26 @@ proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *e
 	if (r->nevents >= PROC_EVENTS_MAX)
 		return DB_FATAL;
 	ev = &r->events[r->nevents];
-	snprintf(event_id, sizeof(event_id), "%s|%s|%s", row->merchant, row->order, event_type);
+	if (ref != NULL)
+		snprintf(event_id, sizeof(event_id), "%s|%s|%s|%s", row->merchant, row->order,
+		         event_type, ref);
+	else
+		snprintf(event_id, sizeof(event_id), "%s|%s|%s", row->merchant, row->order,
+		         event_type);
 	if (proc_event_payload(row, event_id, event_type, amount, currency, trade_no, ev->payload,
-			       sizeof(ev->payload)) != 0) {
+	                       sizeof(ev->payload)) != 0) {
 		snprintf(w->db.last_error, sizeof(w->db.last_error), "cannot encode the event");
 		return DB_FATAL;
 	}
 	{
-		struct db_in in[6] = {DBI_STR(event_id), DBI_STR(row->merchant),
-				      DBI_STR(row->order), DBI_STR(event_type),
-				      DBI_STR(ev->payload), DBI_I64(row->id)};
+		struct db_in in[6] = {DBI_STR(event_id),    DBI_STR(row->merchant),
+		                      DBI_STR(row->order),  DBI_STR(event_type),
+		                      DBI_STR(ev->payload), DBI_I64(row->id)};
 
 		rc = db_exec(&w->db,
-			     "INSERT INTO order_events (event_id, merchant_id, out_trade_no, "
-			     "event_type, payload, callback_id) VALUES (?, ?, ?, ?, ?, ?)",
-			     in, 6, NULL, &id);
+		             "INSERT INTO order_events (event_id, merchant_id, out_trade_no, "
+		             "event_type, payload, callback_id) VALUES (?, ?, ?, ?, ?, ?)",
+		             in, 6, NULL, &id);
 	}
 	if (rc == DB_DUPLICATE)
 		return DB_OK;

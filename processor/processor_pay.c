@@ -7,11 +7,13 @@
  *
  *   1. lock the row FOR UPDATE and re-check status = 0;
  *   2. lock the order FOR UPDATE (a locking read sees the latest committed state);
- *   3. amount and currency must equal the order's, exactly; a mismatch is never
- *      self-healed: the row is dead with an alert and a dead letter;
- *   4. UPDATE ... WHERE status = 'PENDING': one row changed means paid, with the two outbox
- *      events; otherwise the order's state decides: duplicate, paid twice, paid after
- *      close (both a refund request and an alert), or a retryable failure;
+ *   3. measure: the order's state, the payment's trade against the order's paid trade, its
+ *      amount and currency against the order's (exactly, int64 minor units);
+ *   4. the rule table (processor_decide.c) decides: paid (a conditional UPDATE ... WHERE
+ *      status = 'PENDING' judged by affected rows, with the two outbox events), duplicate,
+ *      paid twice or paid after close (a refund request and an alert, for any amount),
+ *      confirmed (an order the merchant marked paid without a trade), a mismatch (dead,
+ *      alert, dead letter; never self-healed) or a retryable failure;
  *   5. mark the row done and commit, all in the one transaction.
  */
 #include "processor.h"
@@ -20,27 +22,28 @@
 #include <string.h>
 
 #include "log.h"
+#include "processor_decide.h"
 
 enum db_rc
 proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_order *o,
-		unsigned long long *found)
+                unsigned long long *found)
 {
 	struct db_in in[2] = {DBI_STR(row->merchant), DBI_STR(row->order)};
 	struct db_out out[7] = {DBO_I64(),
-				DBO_STR(o->amount, sizeof(o->amount)),
-				DBO_STR(o->currency, sizeof(o->currency)),
-				DBO_STR(o->status, sizeof(o->status)),
-				DBO_STR(o->channel, sizeof(o->channel)),
-				DBO_STR(o->trade_no, sizeof(o->trade_no)),
-				DBO_STR(o->refunded, sizeof(o->refunded))};
+	                        DBO_STR(o->amount, sizeof(o->amount)),
+	                        DBO_STR(o->currency, sizeof(o->currency)),
+	                        DBO_STR(o->status, sizeof(o->status)),
+	                        DBO_STR(o->channel, sizeof(o->channel)),
+	                        DBO_STR(o->trade_no, sizeof(o->trade_no)),
+	                        DBO_STR(o->refunded, sizeof(o->refunded))};
 	enum db_rc rc;
 
 	memset(o, 0, sizeof(*o));
 	rc = db_query(&w->db,
-		      "SELECT id, CAST(amount AS CHAR), currency, status, IFNULL(channel, ''), "
-		      "IFNULL(channel_trade_no, ''), CAST(refunded_amount AS CHAR) FROM orders "
-		      "WHERE merchant_id = ? AND out_trade_no = ? FOR UPDATE",
-		      in, 2, out, 7, NULL, NULL, found);
+	              "SELECT id, CAST(amount AS CHAR), currency, status, IFNULL(channel, ''), "
+	              "IFNULL(channel_trade_no, ''), CAST(refunded_amount AS CHAR) FROM orders "
+	              "WHERE merchant_id = ? AND out_trade_no = ? FOR UPDATE",
+	              in, 2, out, 7, NULL, NULL, found);
 	if (rc == DB_OK && *found)
 		o->id = (unsigned long long)out[0].i;
 	return rc;
@@ -49,7 +52,7 @@ proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_o
 /* proc_open - the opening proc_pay and proc_refund share (see processor.h) */
 int
 proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
-	  struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
+          struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
 {
 	unsigned long long found = 0;
 	enum db_rc rc;
@@ -73,96 +76,175 @@ proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn 
 		*tx = proc_tx_error(w, rc, "lock order", r);
 		return 0;
 	}
-	if (!found) {
-		snprintf(r->reason, sizeof(r->reason), "order not found");
-		proc_rollback(&w->db);
-		*tx = TX_RETRY;
-		return 0;
-	}
+	/* No order yet: the decision table makes it a retry, with the row still locked. */
+	if (!found)
+		memset(o, 0, sizeof(*o));
 	return 1;
 }
 
 /* proc_pay_lock - locks and reads the callback row */
 static enum db_rc
 proc_pay_lock(struct proc_worker *w, unsigned long long id, struct proc_row *row,
-	      unsigned long long *found)
+              unsigned long long *found)
 {
 	struct db_in in[1] = {DBI_I64(id)};
 	struct db_out out[10] = {DBO_STR(row->merchant, sizeof(row->merchant)),
-				 DBO_STR(row->channel, sizeof(row->channel)),
-				 DBO_STR(row->trade_no, sizeof(row->trade_no)),
-				 DBO_STR(row->order, sizeof(row->order)),
-				 DBO_STR(row->amount, sizeof(row->amount)),
-				 DBO_STR(row->currency, sizeof(row->currency)),
-				 DBO_I64(),
-				 DBO_I64(),
-				 DBO_STR(row->created_at, sizeof(row->created_at)),
-				 DBO_STR(row->now, sizeof(row->now))};
+	                         DBO_STR(row->channel, sizeof(row->channel)),
+	                         DBO_STR(row->trade_no, sizeof(row->trade_no)),
+	                         DBO_STR(row->order, sizeof(row->order)),
+	                         DBO_STR(row->amount, sizeof(row->amount)),
+	                         DBO_STR(row->currency, sizeof(row->currency)),
+	                         DBO_I64(),
+	                         DBO_I64(),
+	                         DBO_STR(row->created_at, sizeof(row->created_at)),
+	                         DBO_STR(row->now, sizeof(row->now))};
 	enum db_rc rc;
 
 	memset(row, 0, sizeof(*row));
 	row->id = id;
 	rc = db_query(&w->db,
-		      "SELECT merchant_id, channel, channel_trade_no, out_trade_no, "
-		      "CAST(amount AS CHAR), currency, status, retry_count, "
-		      "LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
-		      "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
-		      "FROM pay_callback_log WHERE id = ? FOR UPDATE",
-		      in, 1, out, 10, NULL, NULL, found);
+	              "SELECT merchant_id, channel, channel_trade_no, out_trade_no, "
+	              "CAST(amount AS CHAR), currency, status, retry_count, "
+	              "LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
+	              "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
+	              "FROM pay_callback_log WHERE id = ? FOR UPDATE",
+	              in, 1, out, 10, NULL, NULL, found);
 	row->status = out[6].i;
 	row->retry_count = out[7].i;
 	return rc;
 }
 
-/* proc_pay_check - amount and currency against the order; returns the dead reason or NULL */
-static const char *
-proc_pay_check(const struct proc_row *row, const struct proc_order *o, char *detail,
-	       size_t len)
+/* proc_pay_money - the payment's amount and currency against the order's, exactly */
+static enum dec_money
+proc_pay_money(const struct proc_row *row, const struct proc_order *o)
 {
 	long long paid, due;
 
-	if (strcmp(row->currency, o->currency) != 0) {
-		snprintf(detail, len, "currency %s differs from the order's %s", row->currency,
-			 o->currency);
-		return "currency_mismatch";
-	}
+	if (o->id == 0)
+		return DM_NA;
+	if (strcmp(row->currency, o->currency) != 0)
+		return DM_CURRENCY;
 	if (proc_amount_parse(row->amount, &paid) != 0 || proc_amount_parse(o->amount, &due) != 0 ||
-	    paid != due) {
-		snprintf(detail, len, "amount %s differs from the order's %s", row->amount,
-			 o->amount);
-		return "amount_mismatch";
-	}
-	return NULL;
+	    paid != due)
+		return DM_DIFFERS;
+	return DM_EQUAL;
 }
 
-/* proc_pay_refund_request - a payment that must be given back, with its alert */
+/* proc_pay_detail - the alert text of a payment: which payment, for which order */
+static void
+proc_pay_detail(const struct proc_row *row, const struct proc_order *o, const char *what, char *buf,
+                size_t len)
+{
+	snprintf(buf, len,
+	         "cb%llu: %s payment %.128s of %s %s for order %.128s (%s %s %s, paid by "
+	         "%.128s): %s",
+	         row->id, row->channel, row->trade_no, row->amount, row->currency, row->order,
+	         o->status, o->amount, o->currency, o->trade_no[0] ? o->trade_no : "-", what);
+}
+
+/*
+ * proc_pay_refund_request - a payment that must be given back, with its alert. When the
+ * payment's refund was processed before it, the request exists already as settled
+ * (refunded_early): the unique key makes this INSERT a duplicate and nothing new is
+ * requested.
+ */
 static enum proc_tx
 proc_pay_refund_request(struct proc_worker *w, const struct proc_row *row,
-			const struct proc_order *o, const char *reason, struct proc_result *r)
+                        const struct proc_order *o, const struct dec_rule *rule,
+                        struct proc_result *r)
 {
-	struct db_in in[8] = {DBI_STR(row->merchant), DBI_STR(row->channel),
-			      DBI_STR(row->trade_no), DBI_STR(row->order),
-			      DBI_STR(row->amount), DBI_STR(row->currency),
-			      DBI_STR(reason), DBI_I64(row->id)};
+	struct db_in in[8] = {DBI_STR(row->merchant), DBI_STR(row->channel), DBI_STR(row->trade_no),
+	                      DBI_STR(row->order),    DBI_STR(row->amount),  DBI_STR(row->currency),
+	                      DBI_STR(rule->outcome), DBI_I64(row->id)};
 	char detail[400];
 	enum db_rc rc;
 
-	/* The unique key on the trade number makes a second request for it a no-op. */
 	rc = db_exec(&w->db,
-		     "INSERT INTO refund_requests (merchant_id, channel, channel_trade_no, "
-		     "out_trade_no, amount, currency, reason, callback_id) "
-		     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		     in, 8, NULL, NULL);
+	             "INSERT INTO refund_requests (merchant_id, channel, channel_trade_no, "
+	             "out_trade_no, amount, currency, reason, callback_id) "
+	             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	             in, 8, NULL, NULL);
 	if (rc != DB_OK && rc != DB_DUPLICATE)
 		return proc_tx_error(w, rc, "refund request", r);
-	snprintf(detail, sizeof(detail),
-		 "cb%llu: %s payment %.128s of %s %s for an order %s (paid by %.128s); refund "
-		 "requested",
-		 row->id, row->channel, row->trade_no, row->amount, row->currency, o->status,
-		 o->trade_no[0] ? o->trade_no : "-");
-	if ((rc = proc_alert(w, row, reason, detail, r)) != DB_OK)
+	proc_pay_detail(row, o,
+	                rc == DB_DUPLICATE ? "a refund request for this payment exists already "
+	                                     "(or its refund came first); nothing new requested"
+	                                   : "refund requested",
+	                detail, sizeof(detail));
+	snprintf(r->detail, sizeof(r->detail), "order_status=%s refund_request=%s", o->status,
+	         rc == DB_DUPLICATE ? "existing" : "new");
+	if ((rc = proc_alert(w, row, rule->alert, detail, r)) != DB_OK)
 		return proc_tx_error(w, rc, "alert", r);
-	return proc_mark_done(w, row, reason, r);
+	return proc_mark_done(w, row, rule->outcome, r);
+}
+
+/* proc_pay_mark_paid - PENDING -> PAID and the two outbox events */
+static enum proc_tx
+proc_pay_mark_paid(struct proc_worker *w, const struct proc_row *row, struct proc_result *r)
+{
+	struct db_in in[4] = {DBI_STR(row->channel), DBI_STR(row->trade_no), DBI_STR(row->merchant),
+	                      DBI_STR(row->order)};
+	unsigned long long n = 0;
+	enum db_rc rc;
+
+	rc = db_exec(&w->db,
+	             "UPDATE orders SET status = 'PAID', paid_at = NOW(3), channel = ?, "
+	             "channel_trade_no = ? WHERE merchant_id = ? AND out_trade_no = ? AND "
+	             "status = 'PENDING'",
+	             in, 4, &n, NULL);
+	if (rc != DB_OK)
+		return proc_tx_error(w, rc, "update order", r);
+	if (n != 1) {
+		/* The order is locked as PENDING, so this cannot happen; if it does, the next
+		 * attempt decides again on what the order is then. */
+		snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
+		proc_rollback(&w->db);
+		return TX_RETRY;
+	}
+	snprintf(r->detail, sizeof(r->detail), "transition=PENDING>PAID");
+	if ((rc = proc_outbox_add(w, row, "order.paid.shipment", NULL, row->amount, row->currency,
+	                          row->trade_no, r)) != DB_OK ||
+	    (rc = proc_outbox_add(w, row, "order.paid.points", NULL, row->amount, row->currency,
+	                          row->trade_no, r)) != DB_OK)
+		return proc_tx_error(w, rc, "outbox", r);
+	return proc_mark_done(w, row, "paid", r);
+}
+
+/*
+ * proc_pay_confirm - the merchant marked the order paid on its own (a query of the
+ * channel) without recording the trade: this notification is that payment. Its trade is
+ * recorded and nothing is requested or emitted; the merchant's path did the rest.
+ */
+static enum proc_tx
+proc_pay_confirm(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
+                 const struct dec_rule *rule, struct proc_result *r)
+{
+	struct db_in in[3] = {DBI_STR(row->channel), DBI_STR(row->trade_no), DBI_I64(o->id)};
+	unsigned long long n = 0;
+	char detail[400];
+	enum db_rc rc;
+
+	rc = db_exec(&w->db,
+	             "UPDATE orders SET channel = ?, channel_trade_no = ? WHERE id = ? AND "
+	             "(channel_trade_no IS NULL OR channel_trade_no = '')",
+	             in, 3, &n, NULL);
+	if (rc != DB_OK)
+		return proc_tx_error(w, rc, "update order", r);
+	if (n != 1) {
+		snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
+		proc_rollback(&w->db);
+		return TX_RETRY;
+	}
+	snprintf(r->detail, sizeof(r->detail), "order_status=%s trade_recorded=1", o->status);
+	if (rule->alert != NULL) {
+		proc_pay_detail(row, o,
+		                "the order was marked paid without a trade; this payment "
+		                "is its trade but the amount or currency differs",
+		                detail, sizeof(detail));
+		if ((rc = proc_alert(w, row, rule->alert, detail, r)) != DB_OK)
+			return proc_tx_error(w, rc, "alert", r);
+	}
+	return proc_mark_done(w, row, rule->outcome, r);
 }
 
 enum proc_tx
@@ -170,48 +252,43 @@ proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result
 {
 	struct proc_row row;
 	struct proc_order o;
-	unsigned long long n = 0;
-	const char *dead;
+	const struct dec_rule *rule;
+	struct dec_in in;
 	char detail[400];
 	enum proc_tx tx;
-	enum db_rc rc;
 
 	if (!proc_open(w, m, proc_pay_lock, &row, &o, r, &tx))
 		return tx;
-	if ((dead = proc_pay_check(&row, &o, detail, sizeof(detail))) != NULL)
-		return proc_dead(w, &row, dead, detail, r);
-	{
-		struct db_in in[4] = {DBI_STR(row.channel), DBI_STR(row.trade_no),
-				      DBI_STR(row.merchant), DBI_STR(row.order)};
-
-		rc = db_exec(&w->db,
-			     "UPDATE orders SET status = 'PAID', paid_at = NOW(3), channel = ?, "
-			     "channel_trade_no = ? WHERE merchant_id = ? AND out_trade_no = ? AND "
-			     "status = 'PENDING'",
-			     in, 4, &n, NULL);
-		if (rc != DB_OK)
-			return proc_tx_error(w, rc, "update order", r);
+	in.note = DN_PAY;
+	in.state = dec_state_of(o.status, o.id != 0);
+	in.trade = dec_trade_of(in.state, row.channel, row.trade_no, o.channel, o.trade_no);
+	in.money = proc_pay_money(&row, &o);
+	rule = dec_decide(&in);
+	snprintf(r->detail, sizeof(r->detail), "order_status=%s", o.id ? o.status : "MISSING");
+	switch (rule->action) {
+	case DX_RETRY:
+		snprintf(r->reason, sizeof(r->reason), "%s", rule->outcome);
+		proc_rollback(&w->db);
+		return TX_RETRY;
+	case DX_DEAD:
+		proc_pay_detail(&row, &o,
+		                strcmp(rule->outcome, "currency_mismatch") == 0
+		                    ? "its currency differs from the order's"
+		                : strcmp(rule->outcome, "amount_mismatch") == 0
+		                    ? "its amount differs from the order's"
+		                    : "the decision table has no rule for this combination",
+		                detail, sizeof(detail));
+		return proc_dead(w, &row, rule->outcome, detail, r);
+	case DX_MARK_PAID:
+		return proc_pay_mark_paid(w, &row, r);
+	case DX_CONFIRM_PAID:
+		return proc_pay_confirm(w, &row, &o, rule, r);
+	case DX_REQUEST_REFUND:
+		return proc_pay_refund_request(w, &row, &o, rule, r);
+	case DX_NOTHING:
+		return proc_mark_done(w, &row, rule->outcome, r);
+	default:
+		proc_pay_detail(&row, &o, "a refund action for a payment", detail, sizeof(detail));
+		return proc_dead(w, &row, "decision_unexpected", detail, r);
 	}
-	if (n == 1) {
-		snprintf(r->detail, sizeof(r->detail), "transition=PENDING>PAID");
-		if ((rc = proc_outbox_add(w, &row, "order.paid.shipment", row.amount, row.currency,
-					  row.trade_no, r)) != DB_OK ||
-		    (rc = proc_outbox_add(w, &row, "order.paid.points", row.amount, row.currency,
-					  row.trade_no, r)) != DB_OK)
-			return proc_tx_error(w, rc, "outbox", r);
-		return proc_mark_done(w, &row, "paid", r);
-	}
-	snprintf(r->detail, sizeof(r->detail), "order_status=%s", o.status);
-	if (strcmp(o.status, "PAID") == 0 || strcmp(o.status, "REFUNDING") == 0 ||
-	    strcmp(o.status, "REFUNDED") == 0) {
-		/* The same payment told again (a refund since changes nothing about it). */
-		if (strcmp(o.trade_no, row.trade_no) == 0 && strcmp(o.channel, row.channel) == 0)
-			return proc_mark_done(w, &row, "duplicate", r);
-		return proc_pay_refund_request(w, &row, &o, "paid_twice", r);
-	}
-	if (strcmp(o.status, "CLOSED") == 0)
-		return proc_pay_refund_request(w, &row, &o, "paid_after_close", r);
-	snprintf(r->reason, sizeof(r->reason), "order is %s", o.status);
-	proc_rollback(&w->db);
-	return TX_RETRY;
 }

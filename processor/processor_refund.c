@@ -1,15 +1,13 @@
 /*
- * processor_refund - the refund transaction: one refund_callback_log row applied to its
- * order, idempotently per refund number.
+ * processor_refund - the refund transaction: one refund_callback_log row measured against
+ * its order and decided by the rule table (processor_decide.c).
  *
- * order_refunds has one row per (merchant, channel, refund number); its INSERT failing with
- * a duplicate key means the refund was applied already. Partial refunds add up exactly
- * (int64 minor units) into orders.refunded_amount. Channels that report the cumulative
- * refunded total (amount_cumulative = 1) contribute only the increase over what the order
- * has, so an older cumulative total arriving late adds nothing. The order is REFUNDING while
- * partially refunded and REFUNDED once fully, with one order.refunded outbox event.
- * A refund for an order that is not paid yet is a retryable failure: its payment may still
- * be on its way. A refund that would exceed the amount paid is dead with an alert.
+ * A refund of the order's own payment goes through the refund ledger (order_refunds, see
+ * processor_ledger.c), so the same money told twice (Stripe's charge.refunded and refund.*,
+ * a cumulative total arriving late) counts once, and a refund that fails after it
+ * succeeded gives the money back to the merchant. A refund of another payment (paid twice,
+ * paid after close) settles that payment's refund request and never touches the order.
+ * Statuses that moved no money (WeChat Pay ABNORMAL, CLOSED) change nothing and alert.
  */
 #include "processor.h"
 
@@ -18,140 +16,180 @@
 
 #include "log.h"
 #include "money.h"
+#include "processor_decide.h"
 
 /* proc_refund_lock - locks and reads the callback row */
 static enum db_rc
 proc_refund_lock(struct proc_worker *w, unsigned long long id, struct proc_row *row,
-		 unsigned long long *found)
+                 unsigned long long *found)
 {
 	struct db_in in[1] = {DBI_I64(id)};
-	struct db_out out[12] = {DBO_STR(row->merchant, sizeof(row->merchant)),
-				 DBO_STR(row->channel, sizeof(row->channel)),
-				 DBO_STR(row->trade_no, sizeof(row->trade_no)),
-				 DBO_STR(row->pay_trade_no, sizeof(row->pay_trade_no)),
-				 DBO_STR(row->order, sizeof(row->order)),
-				 DBO_STR(row->amount, sizeof(row->amount)),
-				 DBO_I64(),
-				 DBO_STR(row->currency, sizeof(row->currency)),
-				 DBO_I64(),
-				 DBO_I64(),
-				 DBO_STR(row->created_at, sizeof(row->created_at)),
-				 DBO_STR(row->now, sizeof(row->now))};
+	struct db_out out[13] = {DBO_STR(row->merchant, sizeof(row->merchant)),
+	                         DBO_STR(row->channel, sizeof(row->channel)),
+	                         DBO_STR(row->trade_no, sizeof(row->trade_no)),
+	                         DBO_STR(row->pay_trade_no, sizeof(row->pay_trade_no)),
+	                         DBO_STR(row->order, sizeof(row->order)),
+	                         DBO_STR(row->amount, sizeof(row->amount)),
+	                         DBO_I64(),
+	                         DBO_STR(row->currency, sizeof(row->currency)),
+	                         DBO_STR(row->chan_status, sizeof(row->chan_status)),
+	                         DBO_I64(),
+	                         DBO_I64(),
+	                         DBO_STR(row->created_at, sizeof(row->created_at)),
+	                         DBO_STR(row->now, sizeof(row->now))};
 	enum db_rc rc;
 
 	memset(row, 0, sizeof(*row));
 	row->refund = 1;
 	row->id = id;
 	rc = db_query(&w->db,
-		      "SELECT merchant_id, channel, refund_no, channel_trade_no, out_trade_no, "
-		      "CAST(amount AS CHAR), amount_cumulative, currency, status, retry_count, "
-		      "LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
-		      "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
-		      "FROM refund_callback_log WHERE id = ? FOR UPDATE",
-		      in, 1, out, 12, NULL, NULL, found);
+	              "SELECT merchant_id, channel, refund_no, channel_trade_no, out_trade_no, "
+	              "CAST(amount AS CHAR), amount_cumulative, currency, refund_status, status, "
+	              "retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
+	              "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
+	              "FROM refund_callback_log WHERE id = ? FOR UPDATE",
+	              in, 1, out, 13, NULL, NULL, found);
 	row->cumulative = out[6].i != 0;
-	row->status = out[8].i;
-	row->retry_count = out[9].i;
+	row->status = out[9].i;
+	row->retry_count = out[10].i;
 	return rc;
 }
 
-/*
- * proc_refund_other - a refund of a payment that is not the order's (the second payment of
- * an order paid twice): it settles that payment's refund request, not the order.
- */
-static enum proc_tx
-proc_refund_other(struct proc_worker *w, const struct proc_row *row, struct proc_result *r)
+/* proc_refund_detail - the alert text: which refund, of which payment, for which order */
+static void
+proc_refund_detail(const struct proc_row *row, const struct proc_order *o, const char *what,
+                   char *buf, size_t len)
 {
-	struct db_in in[3] = {DBI_STR(row->merchant), DBI_STR(row->channel),
-			      DBI_STR(row->pay_trade_no)};
-	enum db_rc rc;
-
-	rc = db_exec(&w->db,
-		     "UPDATE refund_requests SET status = 'DONE' WHERE merchant_id = ? AND "
-		     "channel = ? AND channel_trade_no = ?",
-		     in, 3, NULL, NULL);
-	if (rc != DB_OK)
-		return proc_tx_error(w, rc, "refund request", r);
-	return proc_mark_done(w, row, "refund_other_payment", r);
+	snprintf(buf, len,
+	         "rf%llu: %s refund %.128s (status %s) of %s %s, payment %.128s, order %.128s "
+	         "(%s, paid by %.128s): %s",
+	         row->id, row->channel, row->trade_no, row->chan_status[0] ? row->chan_status : "-",
+	         row->amount, row->currency, row->pay_trade_no[0] ? row->pay_trade_no : "-",
+	         row->order, o->id ? o->status : "missing", o->trade_no[0] ? o->trade_no : "-",
+	         what);
 }
 
-/* proc_refund_apply - the order is paid: add the refund up and move the order on */
-static enum proc_tx
-proc_refund_apply(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
-		  struct proc_result *r)
+/* What each alert of the refund rules says, after the refund's names. */
+static const char *
+proc_refund_why(const char *alert)
 {
-	long long total, before, amount, inc, after;
-	char inc_s[40], after_s[40], detail[400];
-	unsigned long long ins = 0;
-	const char *status, *outcome;
+	static const struct {
+		const char *kind, *text;
+	} t[] = {
+	    {"refund_abnormal", "the refund did not reach the buyer; nothing applied, the "
+	                        "merchant must resolve it at the channel"},
+	    {"refund_closed", "the refund was closed; no money moved, nothing applied"},
+	    {"refund_status_unknown", "a refund status paycb does not know; nothing applied"},
+	    {"refund_request_mismatch", "the refund request was settled by a refund of another "
+	                                "amount or currency"},
+	    {"refund_reversed", "a refund that had succeeded failed: the money is back with "
+	                        "the merchant"},
+	    {"refund_failed", "the refund failed; no money moved, it must be made again"},
+	    {"refund_unmatched", "the order was closed and the refund names no payment"},
+	    {"currency_mismatch", "its currency differs from the order's"},
+	    {"amount_mismatch", "it would bring the refunded amount above the amount paid"},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcmp(t[i].kind, alert) == 0)
+			return t[i].text;
+	return "the decision table has no rule for this combination";
+}
+
+/* proc_refund_done - raises the rule's alert, if any, and marks the row done */
+static enum proc_tx
+proc_refund_done(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
+                 const struct dec_rule *rule, struct proc_result *r)
+{
+	char detail[400];
 	enum db_rc rc;
 
-	if (proc_amount_parse(o->amount, &total) != 0 ||
-	    proc_amount_parse(o->refunded, &before) != 0 ||
-	    proc_amount_parse(row->amount, &amount) != 0) {
-		snprintf(r->reason, sizeof(r->reason), "unparsable amount");
+	if (rule->alert != NULL) {
+		proc_refund_detail(row, o, proc_refund_why(rule->alert), detail, sizeof(detail));
+		if ((rc = proc_alert(w, row, rule->alert, detail, r)) != DB_OK)
+			return proc_tx_error(w, rc, "alert", r);
+	}
+	return proc_mark_done(w, row, rule->outcome, r);
+}
+
+/* proc_refund_ledger_apply - DX_LEDGER: the ledger row, the order, its events */
+static enum proc_tx
+proc_refund_ledger_apply(struct proc_worker *w, const struct proc_row *row,
+                         const struct proc_order *o, const struct proc_ledger_view *v,
+                         const struct dec_rule *rule, struct proc_result *r)
+{
+	int64_t after = dec_ledger_total(&v->after);
+	char after_s[40], diff_s[40];
+	const char *status;
+	const char *trade = o->trade_no[0] ? o->trade_no : row->pay_trade_no;
+	enum db_rc rc;
+
+	if ((rc = proc_ledger_write(w, row, v)) != DB_OK)
+		return proc_tx_error(w, rc, "ledger", r);
+	status = after == 0 ? "PAID" : after == v->paid ? "REFUNDED" : "REFUNDING";
+	money_format(after, 2, after_s, sizeof(after_s));
+	money_format(after > v->before ? after - v->before : v->before - after, 2, diff_s,
+	             sizeof(diff_s));
+	snprintf(r->detail, sizeof(r->detail), "transition=%s>%s refunded=%s/%s change=%s%s",
+	         o->status, status, after_s, o->amount, after < v->before ? "-" : "", diff_s);
+	if (after != v->before) {
+		struct db_in in[4] = {DBI_STR(after_s), DBI_STR(status), DBI_I64(o->id),
+		                      DBI_STR(o->status)};
+		unsigned long long n = 0;
+
+		/* The order is locked; the state it was read in must still be its state. */
+		rc = db_exec(&w->db,
+		             "UPDATE orders SET refunded_amount = ?, status = ? WHERE id = ? AND "
+		             "status = ?",
+		             in, 4, &n, NULL);
+		if (rc != DB_OK)
+			return proc_tx_error(w, rc, "update order", r);
+		if (n != 1) {
+			snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
+			proc_rollback(&w->db);
+			return TX_RETRY;
+		}
+	}
+	/* One event per refund that moved money, named by its refund number, and the order's
+	 * final order.refunded once it is refunded in full. */
+	if (after > v->before && (rc = proc_outbox_add(w, row, "order.refund", row->trade_no,
+	                                               diff_s, o->currency, trade, r)) != DB_OK)
+		return proc_tx_error(w, rc, "outbox", r);
+	if (after < v->before &&
+	    (rc = proc_outbox_add(w, row, "order.refund_reversed", row->trade_no, diff_s,
+	                          o->currency, trade, r)) != DB_OK)
+		return proc_tx_error(w, rc, "outbox", r);
+	if (strcmp(status, "REFUNDED") == 0 && strcmp(o->status, "REFUNDED") != 0 &&
+	    (rc = proc_outbox_add(w, row, "order.refunded", NULL, after_s, o->currency, trade,
+	                          r)) != DB_OK)
+		return proc_tx_error(w, rc, "outbox", r);
+	return proc_refund_done(w, row, o, rule, r);
+}
+
+/* proc_refund_request - DX_SETTLE and DX_REOPEN: the other payment's refund request */
+static enum proc_tx
+proc_refund_request(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
+                    const struct proc_request *q, const struct dec_rule *rule,
+                    struct proc_result *r)
+{
+	enum db_rc rc;
+
+	if (rule->action == DX_REOPEN)
+		rc = proc_request_reopen(w, q);
+	else if (q->id != 0)
+		rc = proc_request_settle(w, row, q);
+	else
+		rc = proc_request_record_early(w, row);
+	if (rc == DB_DUPLICATE) {
+		snprintf(r->reason, sizeof(r->reason), "refund request changed under the lock");
 		proc_rollback(&w->db);
 		return TX_RETRY;
 	}
-	inc = row->cumulative ? amount - before : amount;
-	if (inc < 0)
-		inc = 0;
-	after = before + inc;
-	money_format(inc, 2, inc_s, sizeof(inc_s));
-	money_format(after, 2, after_s, sizeof(after_s));
-	{
-		struct db_in in[6] = {DBI_STR(row->merchant), DBI_STR(row->channel),
-				      DBI_STR(row->trade_no), DBI_STR(row->order),
-				      DBI_STR(inc_s), DBI_I64(row->id)};
-
-		rc = db_exec(&w->db,
-			     "INSERT INTO order_refunds (merchant_id, channel, refund_no, "
-			     "out_trade_no, amount, callback_id) VALUES (?, ?, ?, ?, ?, ?)",
-			     in, 6, NULL, &ins);
-	}
-	if (rc == DB_DUPLICATE)
-		return proc_mark_done(w, row, "duplicate", r);
 	if (rc != DB_OK)
-		return proc_tx_error(w, rc, "order refund", r);
-	if (after > total) {
-		struct db_in in[1] = {DBI_I64(ins)};
-
-		/* Nothing of this refund may stay applied: take the row back before the dead
-		 * mark commits. */
-		if ((rc = db_exec(&w->db, "DELETE FROM order_refunds WHERE id = ?", in, 1, NULL,
-				  NULL)) != DB_OK)
-			return proc_tx_error(w, rc, "order refund", r);
-		snprintf(detail, sizeof(detail),
-			 "refund %.160s of %s would bring the refunded amount to %s of %s",
-			 row->trade_no, row->amount, after_s, o->amount);
-		return proc_dead(w, row, "amount_mismatch", detail, r);
-	}
-	if (inc == 0) {
-		status = o->status;
-		outcome = "refund_covered";
-	} else if (after == total) {
-		status = "REFUNDED";
-		outcome = "refunded";
-	} else {
-		status = "REFUNDING";
-		outcome = "refund_partial";
-	}
-	{
-		struct db_in in[3] = {DBI_STR(after_s), DBI_STR(status), DBI_I64(o->id)};
-
-		rc = db_exec(&w->db,
-			     "UPDATE orders SET refunded_amount = ?, status = ? WHERE id = ?", in, 3,
-			     NULL, NULL);
-		if (rc != DB_OK)
-			return proc_tx_error(w, rc, "update order", r);
-	}
-	snprintf(r->detail, sizeof(r->detail), "transition=%s>%s refunded=%s/%s increase=%s",
-		 o->status, status, after_s, o->amount, inc_s);
-	if (strcmp(status, "REFUNDED") == 0 && strcmp(o->status, "REFUNDED") != 0 &&
-	    (rc = proc_outbox_add(w, row, "order.refunded", after_s, o->currency, o->trade_no,
-				  r)) != DB_OK)
-		return proc_tx_error(w, rc, "outbox", r);
-	return proc_mark_done(w, row, outcome, r);
+		return proc_tx_error(w, rc, "refund request", r);
+	snprintf(r->detail, sizeof(r->detail), "payment=%.100s request=%s", row->pay_trade_no,
+	         rule->action == DX_REOPEN ? "FAILED" : "DONE");
+	return proc_refund_done(w, row, o, rule, r);
 }
 
 enum proc_tx
@@ -159,24 +197,55 @@ proc_refund(struct proc_worker *w, const struct msg_callback *m, struct proc_res
 {
 	struct proc_row row;
 	struct proc_order o;
+	struct proc_ledger_view v;
+	struct proc_request q;
+	struct dec_in in;
+	const struct dec_rule *rule;
 	char detail[400];
 	enum proc_tx tx;
+	enum db_rc rc = DB_OK;
 
 	if (!proc_open(w, m, proc_refund_lock, &row, &o, r, &tx))
 		return tx;
-	snprintf(r->detail, sizeof(r->detail), "order_status=%s", o.status);
-	if (strcmp(o.status, "PAID") != 0 && strcmp(o.status, "REFUNDING") != 0 &&
-	    strcmp(o.status, "REFUNDED") != 0) {
-		snprintf(r->reason, sizeof(r->reason), "order not paid (%s)", o.status);
+	memset(&v, 0, sizeof(v));
+	memset(&q, 0, sizeof(q));
+	in.note = dec_note_of(row.channel, row.chan_status, row.cumulative);
+	in.state = dec_state_of(o.status, o.id != 0);
+	in.trade = dec_trade_of(in.state, row.channel, row.pay_trade_no, o.channel, o.trade_no);
+	in.money = DM_NA;
+	if (in.state == DS_MISSING)
+		in.money = DM_NA;
+	else if (in.trade == DT_OTHER)
+		rc = proc_request_measure(w, &row, &q, &in.money);
+	else if (strcmp(row.currency, o.currency) != 0)
+		in.money = DM_CURRENCY;
+	else
+		rc = proc_ledger_measure(w, &row, &o, in.note, &v, &in.money);
+	if (rc != DB_OK)
+		return proc_tx_error(w, rc, "measure", r);
+	rule = dec_decide(&in);
+	snprintf(r->detail, sizeof(r->detail), "order_status=%s note=%s trade=%s amount=%s",
+	         o.id ? o.status : "MISSING", dec_note_name(in.note), dec_trade_name(in.trade),
+	         dec_money_name(in.money));
+	switch (rule->action) {
+	case DX_RETRY:
+		snprintf(r->reason, sizeof(r->reason), "%s", rule->outcome);
 		proc_rollback(&w->db);
 		return TX_RETRY;
+	case DX_DEAD:
+		proc_refund_detail(&row, &o, proc_refund_why(rule->alert), detail, sizeof(detail));
+		return proc_dead(w, &row, rule->outcome, detail, r);
+	case DX_LEDGER:
+		return proc_refund_ledger_apply(w, &row, &o, &v, rule, r);
+	case DX_SETTLE:
+	case DX_REOPEN:
+		return proc_refund_request(w, &row, &o, &q, rule, r);
+	case DX_NOTHING:
+		return proc_refund_done(w, &row, &o, rule, r);
+	default:
+		/* The rule table gives refunds none of the payment actions. */
+		proc_refund_detail(&row, &o, "a payment action for a refund", detail,
+		                   sizeof(detail));
+		return proc_dead(w, &row, "decision_unexpected", detail, r);
 	}
-	if (row.pay_trade_no[0] && o.trade_no[0] && strcmp(row.pay_trade_no, o.trade_no) != 0)
-		return proc_refund_other(w, &row, r);
-	if (strcmp(row.currency, o.currency) != 0) {
-		snprintf(detail, sizeof(detail), "refund currency %s differs from the order's %s",
-			 row.currency, o.currency);
-		return proc_dead(w, &row, "currency_mismatch", detail, r);
-	}
-	return proc_refund_apply(w, &row, &o, r);
 }

@@ -50,6 +50,9 @@ struct retrier_counts {
 	long long outbox_sent; /* outbox rows relayed */
 	long long purged;      /* bodies cleared */
 	long long stuck;       /* pending rows overdue by more than stuck_after_s */
+	long long old;         /* pending rows created longer ago than the end-to-end threshold */
+	long long old_alerted; /* of them, alerted by this cycle */
+	long long storms;      /* rows this cycle republished past retrier.max_republish */
 };
 
 struct admin;
@@ -100,6 +103,9 @@ int retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c,
 
 /* retrier_publish.c: publishes jobs in parallel; returns how many were delivered. */
 int retrier_publish(struct retrier *r, struct retrier_job *jobs, int n);
+/* A lease longer than a publish phase can take (delivery timeout + its slack + the lease
+ * margin), for jobs that must not be sent by two retriers at once. */
+long long retrier_publish_lease_s(const struct retrier *r);
 
 /* retrier_outbox.c */
 int retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full);
@@ -111,6 +117,12 @@ int retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c);
 int retrier_alert(struct db *db, const char *kind, unsigned long long id, const char *merchant,
                   const char *order, const char *detail);
 int retrier_alarm_check(struct retrier *r, struct retrier_counts *c);
+/* The end-to-end threshold: retrier.stuck_after_s, raised to the ladder's total plus every
+ * lease and two sweeps when that is longer (a healthy row may take that long). */
+long long retrier_old_after_s(const struct conf *cf);
+/* The end-to-end alarm: counts pending rows older than the threshold (gauges) and alerts
+ * each such row once. */
+int retrier_old_check(struct retrier *r, struct retrier_counts *c);
 int retrier_gauges(struct retrier *r);
 
 /* Metrics, created once per process (retrier_daemon.c). */
@@ -121,6 +133,7 @@ struct retrier_metrics {
 	struct metric *pending[RLOG_N][CFG_LIST_MAX + 2]; /* per retry_count 0..n+1 */
 	struct metric *dead_rows[RLOG_N], *dlq_unsent[RLOG_N], *stuck[RLOG_N];
 	struct metric *stuck_oldest_s, *sweep_us, *cycle_errors;
+	struct metric *old[RLOG_N], *old_oldest_s, *old_after_s, *storm_rows[RLOG_N], *storms;
 };
 extern struct retrier_metrics retrier_mx;
 

@@ -9,8 +9,18 @@
  * a retrier that starts after an outage reports what piled up before it leases it. The gauge
  * is set every cycle; an alert (alerts row, log line event=alert) is raised when the alarm
  * goes up and again every stuck_after_s while it stays up.
+ *
+ * The overdue check cannot see a row that is republished on every lease without ever being
+ * processed (a delay partition nobody consumes, a stalled partition): its next_retry_at
+ * keeps moving. The end-to-end alarm closes that gap, as the seed design's last line of
+ * defence did: a row still pending longer than retrier_old_after_s() after it was created
+ * (or replayed) is counted in a gauge and alerted once (kind old_pending), marked by
+ * old_alerted_at with a conditional UPDATE in the alert's transaction, so of any number of
+ * retriers one writes it. The per-step gauges also count rows republished more than
+ * retrier.max_republish times at one attempt (the sweep alerts each of those once).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ladder.h"
@@ -25,7 +35,23 @@
 #define UNSENT_COUNT_SQL(T)                                                                        \
 	"SELECT COUNT(*) FROM " T " WHERE status = 2 AND dlq_sent_at IS NULL AND dead_reason "     \
 	"IS NOT NULL"
-#define STEPS_SQL(T) "SELECT retry_count, COUNT(*) FROM " T " WHERE status = 0 GROUP BY retry_count"
+#define STEPS_SQL(T)                                                                               \
+	"SELECT retry_count, COUNT(*), CAST(IFNULL(SUM(republish_count > ?), 0) AS SIGNED) "       \
+	"FROM " T " WHERE status = 0 GROUP BY retry_count"
+/* Served by idx_pending_age (status, created_at); a replayed row counts from its replay. */
+#define OLD_WHERE                                                                                  \
+	" WHERE status = 0 AND created_at < NOW(3) - INTERVAL ? SECOND AND "                       \
+	"COALESCE(replayed_at, created_at) < NOW(3) - INTERVAL ? SECOND"
+#define OLD_COUNT_SQL(T)                                                                           \
+	"SELECT COUNT(*), IFNULL(TIMESTAMPDIFF(SECOND, MIN(created_at), NOW(3)), 0) FROM " T       \
+	    OLD_WHERE
+#define OLD_NEW_SQL(T)                                                                             \
+	"SELECT id, merchant_id, out_trade_no, channel, retry_count, republish_count, "            \
+	"TIMESTAMPDIFF(SECOND, created_at, NOW(3)) FROM " T OLD_WHERE                              \
+	" AND old_alerted_at IS NULL LIMIT ?"
+#define OLD_MARK_SQL(T)                                                                            \
+	"UPDATE " T " SET old_alerted_at = NOW(3) WHERE id = ? AND status = 0 AND "                \
+	"old_alerted_at IS NULL"
 
 static const char *const sql_stuck[RLOG_N] = {STUCK_SQL("pay_callback_log"),
                                               STUCK_SQL("refund_callback_log")};
@@ -35,6 +61,12 @@ static const char *const sql_unsent_count[RLOG_N] = {UNSENT_COUNT_SQL("pay_callb
                                                      UNSENT_COUNT_SQL("refund_callback_log")};
 static const char *const sql_steps[RLOG_N] = {STEPS_SQL("pay_callback_log"),
                                               STEPS_SQL("refund_callback_log")};
+static const char *const sql_old_count[RLOG_N] = {OLD_COUNT_SQL("pay_callback_log"),
+                                                  OLD_COUNT_SQL("refund_callback_log")};
+static const char *const sql_old_new[RLOG_N] = {OLD_NEW_SQL("pay_callback_log"),
+                                                OLD_NEW_SQL("refund_callback_log")};
+static const char *const sql_old_mark[RLOG_N] = {OLD_MARK_SQL("pay_callback_log"),
+                                                 OLD_MARK_SQL("refund_callback_log")};
 
 /* retrier_alert - writes one alerts row (the caller logs the event=alert line). */
 int
@@ -99,8 +131,144 @@ retrier_alarm_check(struct retrier *r, struct retrier_counts *c)
 	return 0;
 }
 
+long long
+retrier_old_after_s(const struct conf *cf)
+{
+	const struct conf_retry *rc = &cf->retry;
+	long long floor = rc->initial_lease_s + 2 * cf->retrier.sweep_interval_s;
+
+	for (int k = 1; k <= ladder_steps(rc); k++)
+		floor += ladder_delay(rc, k) + rc->lease_margin_s;
+	return cf->retrier.stuck_after_s > floor ? cf->retrier.stuck_after_s : floor;
+}
+
+struct old_row {
+	unsigned long long id;
+	char merchant[65], order[129], channel[17];
+	long long retry_count, republish_count, age_s;
+};
+
+struct old_set {
+	struct old_row *rows;
+	int n, cap;
+};
+
+static int
+old_collect(void *arg, struct db_out *o)
+{
+	struct old_set *s = arg;
+	struct old_row *w;
+
+	if (s->n >= s->cap)
+		return 1;
+	w = &s->rows[s->n++];
+	w->id = (unsigned long long)o[0].i;
+	snprintf(w->merchant, sizeof(w->merchant), "%s", o[1].buf);
+	snprintf(w->order, sizeof(w->order), "%s", o[2].buf);
+	snprintf(w->channel, sizeof(w->channel), "%s", o[3].buf);
+	w->retry_count = o[4].i;
+	w->republish_count = o[5].i;
+	w->age_s = o[6].i;
+	return 0;
+}
+
+/* old_alert - marks one old row alerted and writes its alert, in one transaction; returns
+ * 1 when this retrier wrote it, 0 when another had, -1 on a database error. */
+static int
+old_alert(struct retrier *r, enum rlog lg, const struct old_row *w, long long after_s)
+{
+	struct db_in in[1] = {DBI_I64(w->id)};
+	unsigned long long affected = 0;
+	char cbid[24], detail[400], o[130], m[66];
+
+	log_cbid(cbid, w->id, lg == RLOG_REFUND);
+	if (db_begin(&r->db) != DB_OK ||
+	    db_exec(&r->db, sql_old_mark[lg], in, 1, &affected, NULL) != DB_OK)
+		goto fail;
+	if (affected == 1) {
+		snprintf(detail, sizeof(detail),
+		         "%s: %s still pending %llds after it came in (threshold %llds): "
+		         "channel %s, retry_count %lld, republished %lld times at this attempt",
+		         cbid, retrier_log_name(lg), w->age_s, after_s, w->channel, w->retry_count,
+		         w->republish_count);
+		if (retrier_alert(&r->db, "old_pending", w->id, w->merchant, w->order, detail) !=
+		    DB_OK)
+			goto fail;
+	}
+	if (db_commit(&r->db) != DB_OK)
+		goto fail;
+	if (affected == 1)
+		log_error(cbid,
+		          "event=alert kind=old_pending order=%s merchant=%s channel=%s age_s=%lld "
+		          "threshold_s=%lld retry_count=%lld republish_count=%lld",
+		          log_safe(o, sizeof(o), w->order), log_safe(m, sizeof(m), w->merchant),
+		          w->channel, w->age_s, after_s, w->retry_count, w->republish_count);
+	return affected == 1;
+fail:
+	log_warn(cbid, "event=alert_failed kind=old_pending error=\"%s\"", r->db.last_error);
+	db_rollback(&r->db);
+	return -1;
+}
+
+/* retrier_old_check - the end-to-end alarm: gauges, then one alert per old row. */
+int
+retrier_old_check(struct retrier *r, struct retrier_counts *c)
+{
+	long long after_s = retrier_old_after_s(r->cf), oldest = 0;
+	char b_merchant[65], b_order[129], b_channel[17];
+	struct old_set s = {NULL, 0, (int)r->cf->retrier.batch};
+	int rc = -1;
+
+	metrics_set(retrier_mx.old_after_s, after_s);
+	if ((s.rows = calloc((size_t)s.cap, sizeof(*s.rows))) == NULL) {
+		log_error(NULL,
+		          "event=alarm_check_failed kind=old_pending error=\"out of memory\"");
+		return -1;
+	}
+	for (int lg = 0; lg < RLOG_N; lg++) {
+		struct db_in in[3] = {DBI_I64(after_s), DBI_I64(after_s), DBI_I64(s.cap)};
+		struct db_out cnt[2] = {DBO_I64(), DBO_I64()};
+		struct db_out out[7] = {DBO_I64(),
+		                        DBO_STR(b_merchant, sizeof(b_merchant)),
+		                        DBO_STR(b_order, sizeof(b_order)),
+		                        DBO_STR(b_channel, sizeof(b_channel)),
+		                        DBO_I64(),
+		                        DBO_I64(),
+		                        DBO_I64()};
+
+		if (db_query(&r->db, sql_old_count[lg], in, 2, cnt, 2, NULL, NULL, NULL) != DB_OK)
+			goto db_fail;
+		metrics_set(retrier_mx.old[lg], cnt[0].i);
+		c->old += cnt[0].i;
+		if (cnt[0].i && cnt[1].i > oldest)
+			oldest = cnt[1].i;
+		if (cnt[0].i == 0)
+			continue;
+		s.n = 0;
+		if (db_query(&r->db, sql_old_new[lg], in, 3, out, 7, old_collect, &s, NULL) !=
+		    DB_OK)
+			goto db_fail;
+		for (int i = 0; i < s.n; i++) {
+			int won = old_alert(r, (enum rlog)lg, &s.rows[i], after_s);
+
+			if (won < 0)
+				goto done;
+			c->old_alerted += won;
+		}
+	}
+	metrics_set(retrier_mx.old_oldest_s, oldest);
+	rc = 0;
+	goto done;
+db_fail:
+	log_warn(NULL, "event=alarm_check_failed kind=old_pending error=\"%s\"", r->db.last_error);
+done:
+	free(s.rows);
+	return rc;
+}
+
 struct steps_arg {
 	long long counts[CFG_LIST_MAX + 2];
+	long long storms;
 	int last;
 };
 
@@ -116,6 +284,7 @@ steps_collect(void *arg, struct db_out *o)
 	if (k > a->last)
 		k = a->last;
 	a->counts[k] += o[1].i;
+	a->storms += o[2].i;
 	return 0;
 }
 
@@ -126,7 +295,8 @@ retrier_gauges(struct retrier *r)
 	int n = ladder_steps(&r->cf->retry);
 
 	for (int lg = 0; lg < RLOG_N; lg++) {
-		struct db_out out[2] = {DBO_I64(), DBO_I64()};
+		struct db_out out[3] = {DBO_I64(), DBO_I64(), DBO_I64()};
+		struct db_in in[1] = {DBI_I64(r->cf->retrier.max_republish)};
 		struct steps_arg a;
 
 		memset(&a, 0, sizeof(a));
@@ -139,11 +309,12 @@ retrier_gauges(struct retrier *r)
 		    DB_OK)
 			goto fail;
 		metrics_set(retrier_mx.dlq_unsent[lg], out[0].i);
-		if (db_query(&r->db, sql_steps[lg], NULL, 0, out, 2, steps_collect, &a, NULL) !=
+		if (db_query(&r->db, sql_steps[lg], in, 1, out, 3, steps_collect, &a, NULL) !=
 		    DB_OK)
 			goto fail;
 		for (int k = 0; k <= n + 1; k++)
 			metrics_set(retrier_mx.pending[lg][k], a.counts[k]);
+		metrics_set(retrier_mx.storm_rows[lg], a.storms);
 	}
 	return 0;
 fail:

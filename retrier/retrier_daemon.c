@@ -98,6 +98,28 @@ retrier_metrics_init(int steps)
 	m->stuck_oldest_s = metrics_gauge("paycb_retrier_stuck_oldest_overdue_seconds",
 	                                  "how long the oldest stuck row has been due", "");
 	m->sweep_us = metrics_hist("paycb_retrier_sweep_seconds", "duration of one full cycle", "");
+	for (int lg = 0; lg < RLOG_N; lg++) {
+		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
+		m->old[lg] = metrics_gauge("paycb_retrier_old_pending_rows",
+		                           "pending rows created (or replayed) longer ago than the "
+		                           "end-to-end threshold (alarm when > 0)",
+		                           l);
+	}
+	m->old_oldest_s = metrics_gauge("paycb_retrier_old_pending_oldest_seconds",
+	                                "age of the oldest pending row past the end-to-end "
+	                                "threshold",
+	                                "");
+	m->old_after_s = metrics_gauge("paycb_retrier_old_pending_threshold_seconds",
+	                               "the end-to-end threshold in force", "");
+	for (int lg = 0; lg < RLOG_N; lg++) {
+		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
+		m->storm_rows[lg] = metrics_gauge(
+		    "paycb_retrier_republish_storm_rows",
+		    "pending rows republished more than retrier.max_republish times at one attempt",
+		    l);
+	}
+	m->storms = metrics_counter("paycb_retrier_republish_storms_total",
+	                            "rows that went past retrier.max_republish at one attempt", "");
 }
 
 /* retrier_open - state for one retrier: database, producer, topic names, metrics. */
@@ -166,6 +188,8 @@ retrier_cycle(struct retrier *r, int *more)
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	if (retrier_alarm_check(r, &c) != 0)
 		rc = -1;
+	if (retrier_old_check(r, &c) != 0)
+		rc = -1;
 	for (int lg = 0; lg < RLOG_N; lg++) {
 		if (retrier_sweep(r, (enum rlog)lg, &c, &full) != 0)
 			rc = -1;
@@ -191,13 +215,14 @@ retrier_cycle(struct retrier *r, int *more)
 		metrics_inc(retrier_mx.cycle_errors, 1);
 	atomic_store(&r->ready, rc == 0);
 	r->last = c;
-	if (c.due || c.dead || c.dlq_sent || c.outbox_sent || c.purged || c.failed)
+	if (c.due || c.dead || c.dlq_sent || c.outbox_sent || c.purged || c.failed || c.old_alerted)
 		log_info(NULL,
 		         "event=sweep due=%lld leased=%lld lost_race=%lld republished=%lld "
 		         "failed=%lld dead=%lld dead_lettered=%lld outbox=%lld purged=%lld "
-		         "stuck=%lld ms=%lld",
+		         "stuck=%lld old=%lld old_alerted=%lld storms=%lld ms=%lld",
 		         c.due, c.leased, c.lost_race, c.republished, c.failed, c.dead, c.dlq_sent,
-		         c.outbox_sent, c.purged, c.stuck, retrier_now_ms() - t0);
+		         c.outbox_sent, c.purged, c.stuck, c.old, c.old_alerted, c.storms,
+		         retrier_now_ms() - t0);
 	return rc;
 }
 
@@ -235,9 +260,17 @@ retrier_d_init(const struct conf *cf, void **state)
 		retrier_close(r);
 		return EXIT_UNAVAILABLE;
 	}
-	log_info(NULL, "event=ready sweep_interval_s=%lld batch=%lld steps=%d admin_port=%lld",
+	log_info(NULL,
+	         "event=ready sweep_interval_s=%lld batch=%lld steps=%d admin_port=%lld "
+	         "stuck_after_s=%lld old_pending_after_s=%lld",
 	         cf->retrier.sweep_interval_s, cf->retrier.batch, ladder_steps(&cf->retry),
-	         cf->retrier.admin_port);
+	         cf->retrier.admin_port, cf->retrier.stuck_after_s, retrier_old_after_s(cf));
+	if (retrier_old_after_s(cf) > cf->retrier.stuck_after_s)
+		log_info(
+		    NULL,
+		    "event=threshold_raised setting=retrier.stuck_after_s configured_s=%lld "
+		    "old_pending_after_s=%lld reason=\"the ladder and its leases take longer\"",
+		    cf->retrier.stuck_after_s, retrier_old_after_s(cf));
 	*state = r;
 	return 0;
 }

@@ -6,14 +6,18 @@
  * the same transaction, so a dead row always has its alert and only one retrier writes it.
  * The row keeps its raw body for replay.
  *
- * The dead letter is published separately and reliably: a row the retrier made dead
- * (dead_reason set) whose dlq_sent_at is NULL is due for its dead letter. The dead-letter
- * sweep leases such a row through next_retry_at like a pending row, publishes
+ * The dead letter is published separately and reliably: a dead row with dead_reason set
+ * and dlq_sent_at NULL is due for its dead letter, whether the retrier made it dead (ladder
+ * exhausted) or the processor did (amount or currency mismatch: the processor never
+ * publishes to the dead-letter topic itself, so it cannot be stopped by it). The
+ * dead-letter sweep leases such a row through next_retry_at like a pending row, for longer
+ * than a publish phase can take (the delivery timeout plus the phase's slack plus
+ * retry.lease_margin_s), so two retriers never send one dead letter at once; it publishes
  * <prefix>.callbacks.dlq (schemas/kafka/dlq.schema.json), waits for the delivery report and
  * only then sets dlq_sent_at. A failed publish, or a retrier that dies in between, leaves
  * dlq_sent_at NULL, and the row is published again when the lease ends. Rows the processor
- * makes dead (amount or currency mismatch) carry no dead_reason: the processor publishes
- * their dead letter inside its own transaction, so they are not published twice.
+ * made dead before schema 008 carry no dead_reason; their dead letter was published by the
+ * processor, so they are left alone.
  * idx_dlq (status, dlq_sent_at, next_retry_at) keeps this query off the sent dead rows.
  */
 #include <jansson.h>
@@ -166,7 +170,7 @@ dlq_lease_all(struct retrier *r, enum rlog lg, struct dlq_set *s, struct retrier
 
 	for (int i = 0; i < s->n; i++) {
 		struct dlq_row *w = &s->rows[i];
-		struct db_in in[3] = {DBI_I64(r->cf->retry.lease_margin_s), DBI_I64(w->id),
+		struct db_in in[3] = {DBI_I64(retrier_publish_lease_s(r)), DBI_I64(w->id),
 		                      DBI_STR(w->next_at)};
 		unsigned long long affected = 0;
 
@@ -229,7 +233,7 @@ retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int
 			    id,
 			    "event=dead_letter_failed topic=%s error=\"%s\" due_again_in_s=%lld",
 			    r->topic_dlq, log_safe(e, sizeof(e), jobs[i].err),
-			    r->cf->retry.lease_margin_s);
+			    retrier_publish_lease_s(r));
 			continue;
 		}
 		/* If this UPDATE is lost the dead letter goes out once more: at least once. */

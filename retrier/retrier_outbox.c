@@ -5,9 +5,12 @@
  * publishes it right after the commit; if that publish or the process is lost, the row stays
  * with sent_at NULL. Rows unsent for longer than retrier.outbox_after_s are published here
  * on <prefix>.order-events (key merchant|order, value the payload as stored) and marked sent
- * only after the delivery report, with a conditional UPDATE. Delivery is at least once:
- * another retrier or a late processor may publish the same row too, and consumers
- * deduplicate on the stable event_id. idx_unsent (sent_at, created_at) serves the query.
+ * only after the delivery report, with a conditional UPDATE. Before it publishes a row the
+ * sweep leases it (lease_until, one conditional UPDATE judged by affected rows, for longer
+ * than a publish phase can take), so of N retriers reading the same rows one sends each.
+ * Delivery is still at least once: a late processor relay may publish the same row too, a
+ * lost sent mark sends it again, and consumers deduplicate on the stable event_id.
+ * idx_unsent (sent_at, created_at) serves the query.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +25,10 @@
 static const char *const sql_unsent =
     "SELECT id, event_id, event_type, merchant_id, out_trade_no, IFNULL(callback_id, 0), "
     "payload FROM order_events WHERE sent_at IS NULL AND created_at <= NOW(3) - INTERVAL ? "
-    "SECOND ORDER BY created_at LIMIT ?";
+    "SECOND AND (lease_until IS NULL OR lease_until <= NOW(3)) ORDER BY created_at LIMIT ?";
+static const char *const sql_lease =
+    "UPDATE order_events SET lease_until = NOW(3) + INTERVAL ? SECOND WHERE id = ? AND sent_at "
+    "IS NULL AND (lease_until IS NULL OR lease_until <= NOW(3))";
 static const char *const sql_sent =
     "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND sent_at IS NULL";
 
@@ -73,6 +79,37 @@ ob_collect(void *arg, struct db_out *o)
 	return 0;
 }
 
+/*
+ * ob_lease - leases each row of s; keeps (compacted) the rows won, frees the others' jobs.
+ * Returns 0, or -1 on a database error (the rows leased so far are kept).
+ */
+static int
+ob_lease(struct retrier *r, struct ob_set *s, struct retrier_counts *c)
+{
+	int won = 0, rc = 0;
+
+	for (int i = 0; i < s->n; i++) {
+		struct db_in in[2] = {DBI_I64(retrier_publish_lease_s(r)), DBI_I64(s->rows[i].id)};
+		unsigned long long affected = 0;
+
+		if (rc == 0 && db_exec(&r->db, sql_lease, in, 2, &affected, NULL) != DB_OK) {
+			log_warn(NULL, "event=outbox_lease_failed error=\"%s\"", r->db.last_error);
+			rc = -1;
+		}
+		if (affected != 1) {
+			if (rc == 0)
+				c->lost_race++;
+			free(s->jobs[i].val);
+			s->jobs[i].val = NULL;
+			continue;
+		}
+		s->rows[won] = s->rows[i];
+		s->jobs[won++] = s->jobs[i];
+	}
+	s->n = won;
+	return rc;
+}
+
 /* retrier_outbox_sweep - publishes one batch of overdue outbox rows. */
 int
 retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
@@ -104,8 +141,10 @@ retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
 	}
 	/* Rows too large to relay do not count, or they would keep the cycle from resting. */
 	*full = s.n >= s.cap && rows >= (unsigned long long)s.cap;
-	retrier_publish(r, s.jobs, s.n);
 	rc = 0;
+	if (ob_lease(r, &s, c) != 0)
+		rc = -1;
+	retrier_publish(r, s.jobs, s.n);
 	for (int i = 0; i < s.n; i++) {
 		struct db_in in1[1] = {DBI_I64(s.rows[i].id)};
 		char id[24], e1[128], e2[256];

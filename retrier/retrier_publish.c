@@ -84,3 +84,10 @@ retrier_publish(struct retrier *r, struct retrier_job *jobs, int n)
 			ok++;
 	return ok;
 }
+
+long long
+retrier_publish_lease_s(const struct retrier *r)
+{
+	/* pub_phase: wait_ms = delivery timeout + 1 s, the phase's deadline 1 s more. */
+	return (r->cf->kafka.delivery_timeout_ms + 2000 + 999) / 1000 + r->cf->retry.lease_margin_s;
+}

@@ -8,7 +8,9 @@
  *
  *   0          republish on <prefix>.callbacks (attempt 1), leased for retry.initial_lease_s
  *              (a lost first publish, or a row the processor deferred to keep its order's
- *              callbacks in order);
+ *              callbacks in order), twice as long for each republish of the row that brought
+ *              no progress, up to retry.initial_lease_max_s: while the processors are down or
+ *              behind, a backlog is not copied onto the main topic every initial lease;
  *              a replayed row goes to the first step's topic instead (see paycbctl)
  *   k = 1..n   republish on step k's delay topic (attempt k+1), leased for step k's delay
  *              plus retry.lease_margin_s; the topic holds the message for the delay
@@ -18,6 +20,12 @@
  * of any number of retriers, and against a processor recording a failure at that moment,
  * exactly one statement changes the row; only its retrier publishes. A lost lease is not an
  * error. A publish that fails leaves the lease in place: the row comes due when it expires.
+ *
+ * The lease also counts the row's republishes at its attempt (republish_count; the
+ * processor sets it back to 0 when it records a failure or defers the row). The lease that
+ * takes a row past retrier.max_republish writes an alert (kind republish_storm) in its
+ * transaction: the row's messages are not being processed (a step's topic nobody consumes,
+ * a stalled partition).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +40,12 @@
 /* The sweep query reads idx_retry (status, next_retry_at) as a range, in index order. */
 #define DUE_SQL(T)                                                                                 \
 	"SELECT id, retry_count, CAST(next_retry_at AS CHAR), merchant_id, channel, "              \
-	"out_trade_no, replayed_at IS NOT NULL, IFNULL(last_error, '') FROM " T                    \
+	"out_trade_no, replayed_at IS NOT NULL, IFNULL(last_error, ''), republish_count FROM " T   \
 	" WHERE status = 0 AND next_retry_at <= NOW(3) ORDER BY next_retry_at LIMIT ?"
 #define LEASE_SQL(T)                                                                               \
-	"UPDATE " T " SET next_retry_at = NOW(3) + INTERVAL ? SECOND WHERE id = ? AND "            \
-	"status = 0 AND retry_count = ? AND next_retry_at = ?"
+	"UPDATE " T " SET next_retry_at = NOW(3) + INTERVAL ? SECOND, republish_count = "          \
+	"republish_count + 1 WHERE id = ? AND status = 0 AND retry_count = ? AND next_retry_at = " \
+	"?"
 
 const char *const retrier_sql_due[RLOG_N] = {DUE_SQL("pay_callback_log"),
                                              DUE_SQL("refund_callback_log")};
@@ -47,6 +56,7 @@ struct due_row {
 	unsigned long long id;
 	int retry_count;
 	int replayed;
+	long long republish_count; /* before this lease */
 	char next_at[32];
 	char merchant[65], channel[17], order[129];
 	char last_error[513];
@@ -78,6 +88,7 @@ due_collect(void *arg, struct db_out *o)
 	snprintf(w->order, sizeof(w->order), "%s", o[5].buf);
 	w->replayed = o[6].i != 0;
 	snprintf(w->last_error, sizeof(w->last_error), "%s", o[7].buf);
+	w->republish_count = o[8].i;
 	return 0;
 }
 
@@ -91,6 +102,12 @@ due_plan(const struct retrier *r, struct due_row *w)
 		w->step = 0;
 		w->delay_s = 0;
 		w->lease_s = rc->initial_lease_s;
+		/* Doubling per republish without progress, up to the cap. */
+		for (long long k = 0;
+		     k < w->republish_count && w->lease_s < rc->initial_lease_max_s; k++)
+			w->lease_s *= 2;
+		if (w->lease_s > rc->initial_lease_max_s)
+			w->lease_s = rc->initial_lease_max_s;
 		return;
 	}
 	w->step = w->retry_count == 0 ? 1 : w->retry_count;
@@ -98,16 +115,55 @@ due_plan(const struct retrier *r, struct due_row *w)
 	w->lease_s = w->delay_s + rc->lease_margin_s;
 }
 
-/* due_lease - the conditional UPDATE; returns 1 when won, 0 when lost, -1 on error. */
+/*
+ * due_storm_alert - the alert of a row this lease takes past retrier.max_republish, in the
+ * lease's transaction.
+ */
+static enum db_rc
+due_storm_alert(struct retrier *r, enum rlog lg, const struct due_row *w)
+{
+	char cbid[24], detail[400];
+
+	log_cbid(cbid, w->id, lg == RLOG_REFUND);
+	snprintf(detail, sizeof(detail),
+	         "%s: republished %lld times at retry_count %d without progress (more than "
+	         "retrier.max_republish %lld): are its messages consumed? last error: %.200s",
+	         cbid, w->republish_count + 1, w->retry_count, r->cf->retrier.max_republish,
+	         w->last_error);
+	return retrier_alert(&r->db, "republish_storm", w->id, w->merchant, w->order, detail);
+}
+
+/*
+ * due_lease - the conditional UPDATE (with the storm alert when this lease crosses
+ * retrier.max_republish); returns 1 when won, 0 when lost, -1 on error.
+ */
 static int
 due_lease(struct retrier *r, enum rlog lg, const struct due_row *w)
 {
 	struct db_in in[4] = {DBI_I64(w->lease_s), DBI_I64(w->id), DBI_I64(w->retry_count),
 	                      DBI_STR(w->next_at)};
+	int storm = w->republish_count == r->cf->retrier.max_republish;
 	unsigned long long affected = 0;
+	char cbid[24], o[130], m[66];
 
-	if (db_exec(&r->db, sql_lease[lg], in, 4, &affected, NULL) != DB_OK)
+	if (!storm)
+		return db_exec(&r->db, sql_lease[lg], in, 4, &affected, NULL) != DB_OK
+		           ? -1
+		           : affected == 1;
+	if (db_begin(&r->db) != DB_OK ||
+	    db_exec(&r->db, sql_lease[lg], in, 4, &affected, NULL) != DB_OK ||
+	    (affected == 1 && due_storm_alert(r, lg, w) != DB_OK) || db_commit(&r->db) != DB_OK) {
+		db_rollback(&r->db);
 		return -1;
+	}
+	if (affected == 1) {
+		metrics_inc(retrier_mx.storms, 1);
+		log_error(log_cbid(cbid, w->id, lg == RLOG_REFUND),
+		          "event=alert kind=republish_storm order=%s merchant=%s retry_count=%d "
+		          "republish_count=%lld max_republish=%lld",
+		          log_safe(o, sizeof(o), w->order), log_safe(m, sizeof(m), w->merchant),
+		          w->retry_count, w->republish_count + 1, r->cf->retrier.max_republish);
+	}
 	return affected == 1;
 }
 
@@ -186,14 +242,15 @@ int
 retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *full)
 {
 	char b_next[32], b_merchant[65], b_channel[17], b_order[129], b_err[513];
-	struct db_out out[8] = {DBO_I64(),
+	struct db_out out[9] = {DBO_I64(),
 	                        DBO_I64(),
 	                        DBO_STR(b_next, sizeof(b_next)),
 	                        DBO_STR(b_merchant, sizeof(b_merchant)),
 	                        DBO_STR(b_channel, sizeof(b_channel)),
 	                        DBO_STR(b_order, sizeof(b_order)),
 	                        DBO_I64(),
-	                        DBO_STR(b_err, sizeof(b_err))};
+	                        DBO_STR(b_err, sizeof(b_err)),
+	                        DBO_I64()};
 	struct db_in in[1] = {DBI_I64(r->cf->retrier.batch)};
 	struct due_set s = {NULL, 0, (int)r->cf->retrier.batch};
 	struct retrier_job *jobs = NULL;
@@ -209,7 +266,7 @@ retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *fu
 		          retrier_log_name(lg));
 		goto done;
 	}
-	if (db_query(&r->db, retrier_sql_due[lg], in, 1, out, 8, due_collect, &s, NULL) != DB_OK) {
+	if (db_query(&r->db, retrier_sql_due[lg], in, 1, out, 9, due_collect, &s, NULL) != DB_OK) {
 		log_warn(NULL, "event=sweep_failed log=%s error=\"%s\"", retrier_log_name(lg),
 		         r->db.last_error);
 		goto done;
@@ -250,6 +307,8 @@ retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *fu
 			continue;
 		}
 		c->leased++;
+		if (w->republish_count == r->cf->retrier.max_republish)
+			c->storms++;
 		if (due_job(r, lg, w, &jobs[nj]) != 0) {
 			log_error(log_cbid(id, w->id, lg == RLOG_REFUND),
 			          "event=encode_failed due_again_in_s=%lld", w->lease_s);

@@ -17,7 +17,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 PACKAGES=(build-essential pkg-config librdkafka-dev libmariadb-dev-compat libssl-dev
-	libjansson-dev libconfig-dev libmicrohttpd-dev mariadb-server mariadb-client
+	libjansson-dev libconfig-dev libmicrohttpd-dev libcurl4-openssl-dev mariadb-server mariadb-client
 	libcmocka-dev kcat curl openssl clang libclang-rt-14-dev python3
 	# For the operations tests: nginx in front of ingest, promtool (Debian ships it only in
 	# the prometheus package; its service is never started), systemd-analyze.

@@ -74,17 +74,29 @@ fx_refund_row(struct db *db, const struct conf *cf, const char *merchant, const 
 	      const char *refund_no, const char *pay_trade_no, const char *order,
 	      const char *amount, int cumulative, const char *currency)
 {
+	return fx_refund_row_status(db, cf, merchant, channel, refund_no, pay_trade_no, order,
+				    amount, cumulative, currency, "REFUND.SUCCESS", "SUCCESS");
+}
+
+unsigned long long
+fx_refund_row_status(struct db *db, const struct conf *cf, const char *merchant,
+		     const char *channel, const char *refund_no, const char *pay_trade_no,
+		     const char *order, const char *amount, int cumulative, const char *currency,
+		     const char *event_type, const char *status)
+{
 	char body[512], event_id[200];
 	unsigned long long id = 0;
 
-	snprintf(body, sizeof(body), "{\"fixture\":\"refund\",\"refund\":\"%s\",\"order\":\"%s\"}",
-		 refund_no, order);
-	snprintf(event_id, sizeof(event_id), "evt_%s", refund_no);
+	snprintf(body, sizeof(body),
+		 "{\"fixture\":\"refund\",\"refund\":\"%s\",\"order\":\"%s\","
+		 "\"status\":\"%s\"}",
+		 refund_no, order, status);
+	snprintf(event_id, sizeof(event_id), "evt_%s_%s", refund_no, status);
 	{
 		struct db_in in[14] = {DBI_STR(merchant),    DBI_STR(channel),
 				       DBI_STR(refund_no),   DBI_STR(pay_trade_no),
 				       DBI_STR(order),       DBI_STR(event_id),
-				       DBI_STR("REFUND.SUCCESS"), DBI_STR("SUCCESS"),
+				       DBI_STR(event_type),  DBI_STR(status),
 				       DBI_STR(amount),      DBI_I64(cumulative ? 1 : 0),
 				       DBI_STR(currency),    DBI_BIN(body, strlen(body)),
 				       DBI_STR(body),        DBI_I64(cf->retry.initial_lease_s)};
@@ -620,8 +632,9 @@ fx_load_check(struct db *db, const struct fx_load *l, char logs[][1024], int nlo
 	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
 		"event_type IN ('order.paid.shipment', 'order.paid.points')",
 		2 * l->n);
+	/* and one order.refund per order for its partial refund */
 	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%')",
-		2 * l->n);
+		3 * l->n);
 	FX_WANT("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
 		"amount = 1.00",
 		l->n);

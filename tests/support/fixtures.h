@@ -26,6 +26,14 @@ unsigned long long fx_refund_row(struct db *db, const struct conf *cf, const cha
 				 const char *channel, const char *refund_no,
 				 const char *pay_trade_no, const char *order, const char *amount,
 				 int cumulative, const char *currency);
+/* The same with the channel's event type and refund status (fx_refund_row: a WeChat Pay
+ * REFUND.SUCCESS / SUCCESS). */
+unsigned long long fx_refund_row_status(struct db *db, const struct conf *cf,
+					const char *merchant, const char *channel,
+					const char *refund_no, const char *pay_trade_no,
+					const char *order, const char *amount, int cumulative,
+					const char *currency, const char *event_type,
+					const char *status);
 
 /* A producer with the settings of kq.c (idempotent, acks=all, murmur2_random). */
 struct fx_pub;

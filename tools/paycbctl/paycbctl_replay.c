@@ -28,7 +28,8 @@
 	"SELECT status, retry_count, merchant_id, channel, out_trade_no, CAST(next_retry_at "      \
 	"AS CHAR), IFNULL(dead_reason, IFNULL(outcome, '')) FROM " T " WHERE id = ?"
 #define RESET_SQL(T)                                                                               \
-	"UPDATE " T " SET status = 0, retry_count = 0, next_retry_at = NOW(3) + INTERVAL ? "       \
+	"UPDATE " T " SET status = 0, retry_count = 0, republish_count = 0, old_alerted_at = "     \
+	"NULL, next_retry_at = NOW(3) + INTERVAL ? "                                               \
 	"SECOND, replayed_at = NOW(3), dead_at = NULL, dead_reason = NULL, dlq_sent_at = NULL "    \
 	"WHERE id = ? AND status = 2"
 #define DEAD_IN_SQL(T, N)                                                                          \
