@@ -1,11 +1,12 @@
 /*
  * test_ingest_edges - the edges of what ingest stores, against the real paycb-ingest, MariaDB
  * and Kafka: Stripe refund objects keep their status (succeeded, failed, canceled) and their
- * own amount; notifications are bound to the merchant whose endpoint received them (WeChat Pay
- * mchid, partner sp_mchid and sub_mchid, app ids; Alipay app_id and seller_id; Stripe Connect
- * account and live mode); authentic notifications that cannot be applied are answered with the
- * channel's success, kept once in the unroutable table with one alert, counted, and listed by
- * paycbctl; with the database down they get 503 and are not answered as kept.
+ * own amount, and a refund whose status advances is a new row; notifications are bound to the
+ * merchant whose endpoint received them (WeChat Pay mchid, partner sp_mchid and sub_mchid, app ids;
+ * Alipay app_id and seller_id; Stripe Connect account and live mode); authentic notifications that
+ * cannot be applied are answered with the channel's success, kept once in the unroutable table with
+ * one alert, counted, and listed by paycbctl; with the database down they get 503 and are not
+ * answered as kept.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,6 +205,53 @@ wxpay_failed_refunds_keep_their_status(void **state)
 		                      order, statuses[i]),
 		                 1);
 	}
+}
+
+/*
+ * The refund log's unique key includes the status (schema 006): the same refund id with a
+ * status that advances is a new row, a copy of the same status is a duplicate.
+ */
+static void
+a_refund_whose_status_advances_is_a_new_row(void **state)
+{
+	static const char *stripe_statuses[] = {"succeeded", "failed", "failed"};
+	static const char *wx[][2] = {{"REFUND.ABNORMAL", "ABNORMAL"},
+	                              {"REFUND.SUCCESS", "SUCCESS"},
+	                              {"REFUND.SUCCESS", "SUCCESS"}};
+	char order[64], json[1024], plain[1024];
+	struct chan_note n;
+
+	(void)state;
+	uniq(order, sizeof(order), "SA");
+	for (int i = 0; i < 3; i++) {
+		snprintf(json, sizeof(json),
+		         "{\"id\":\"evt_%s_%d\",\"object\":\"event\",\"type\":\"refund.updated\","
+		         "\"data\":{\"object\":{\"id\":\"re_%s\",\"object\":\"refund\",\"amount\":"
+		         "300,\"currency\":\"usd\",\"payment_intent\":\"pi_%s\",\"status\":\"%s\","
+		         "\"metadata\":{\"order_id\":\"%s\"}}}}",
+		         order, i, order, order, stripe_statuses[i], order);
+		assert_int_equal(chan_stripe_note(&n, K.stripe_new, json, time(NULL)), 0);
+		assert_int_equal(post_status(port, "/pay/callback/stripe", &n), 200);
+	}
+	assert_int_equal(rows("refund_callback_log WHERE refund_no = 're_%s'", order), 2);
+	assert_int_equal(
+	    rows("refund_callback_log WHERE refund_no = 're_%s' AND refund_status = 'failed'",
+	         order),
+	    1);
+	for (int i = 0; i < 3; i++) {
+		snprintf(
+		    plain, sizeof(plain),
+		    "{\"mchid\":\"" MCHID "\",\"out_trade_no\":\"%s\",\"transaction_id\":\"42%s\","
+		    "\"out_refund_no\":\"R%s\",\"refund_id\":\"503%s\",\"refund_status\":\"%s\","
+		    "\"amount\":{\"total\":8888,\"refund\":888,\"payer_total\":8888,"
+		    "\"payer_refund\":888}}",
+		    order, order, order, order, wx[i][1]);
+		assert_int_equal(
+		    chan_wx_note(&K, &n, K.wx_cert_key, K.wx_serial, wx[i][0], plain, time(NULL)),
+		    0);
+		assert_int_equal(post_status(port, "/pay/callback/wxpay", &n), 204);
+	}
+	assert_int_equal(rows("refund_callback_log WHERE refund_no = '503%s'", order), 2);
 }
 
 /* ---- merchant binding ------------------------------------------------------------------ */
@@ -441,6 +489,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(stripe_refund_objects_are_stored_with_their_status),
 	    cmocka_unit_test(wxpay_failed_refunds_keep_their_status),
+	    cmocka_unit_test(a_refund_whose_status_advances_is_a_new_row),
 	    cmocka_unit_test(wxpay_notifications_are_bound_to_the_merchant),
 	    cmocka_unit_test(alipay_notifications_are_bound_to_the_app_and_seller),
 	    cmocka_unit_test(stripe_connect_and_test_mode_events_are_not_applied),
