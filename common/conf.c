@@ -9,6 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/*
+ * The tables below are data laid out by hand (one setting per entry, its documentation
+ * beside it); clang-format would split every macro and entry, so it leaves them alone.
+ */
+/* clang-format off */
 #define O(f)       offsetof(struct conf, f)
 #define NOFLAG     ((size_t)-1)
 #define INT(n, d, lo, hi, f, doc) {n, CFG_INT, d, lo, hi, f, 0, 0, NULL, 0, 0, doc}
@@ -149,8 +154,20 @@ static const struct cfg_setting wx_key_tab[] = {
 
 #define ME(f) offsetof(struct conf_merchant, f)
 static const struct cfg_setting wx_tab[] = {
-	STR("mchid", "", ME(wxpay.mchid) - ME(wxpay), 0, 0,
-	    "merchant id; notifications for another mchid are rejected"),
+	{"mchid", CFG_STR, NULL, 0, 32, ME(wxpay.mchid) - ME(wxpay), CFGF_NONEMPTY | CFGF_NAME, 0,
+	 NULL, 0, 0,
+	 "the merchant's WeChat Pay mchid (in partner mode its sub-merchant number); a "
+	 "notification naming another mchid is unroutable"},
+	{"sp_mchid", CFG_STR, "", 0, 32, ME(wxpay.sp_mchid) - ME(wxpay), CFGF_NAME, 0, NULL, 0, 0,
+	 "partner mode: the service provider's mchid; a notification carrying sp_mchid is "
+	 "applied only when it is this one and its sub_mchid is mchid or on sub_mchids; empty "
+	 "= partner notifications are unroutable"},
+	{"sub_mchids", CFG_STR_LIST, "", 0, 32, ME(wxpay.sub_mchids) - ME(wxpay), CFGF_NAME, 0,
+	 NULL, 0, 0, "partner mode: further sub-merchant numbers served by this merchant"},
+	{"appids", CFG_STR_LIST, "", 0, 32, ME(wxpay.appids) - ME(wxpay), CFGF_NAME, 0, NULL, 0,
+	 0,
+	 "allowed app ids: when not empty, a notification's appid (partner mode: sub_appid, else "
+	 "sp_appid) must be on it; refunds carry none"},
 	STR("apiv3_key_file", NULL, ME(wxpay.apiv3_key_file) - ME(wxpay), CFGF_FILE, PROC_INGEST,
 	    "file holding the 32-byte APIv3 key"),
 	{"keys", CFG_GROUP_LIST, NULL, 0, 0, ME(wxpay.keys) - ME(wxpay), CFGF_NONEMPTY, 0,
@@ -158,8 +175,12 @@ static const struct cfg_setting wx_tab[] = {
 	 "platform certificates and public keys; several at once for rotation"},
 	END};
 static const struct cfg_setting ali_tab[] = {
-	STR("app_id", NULL, ME(alipay.app_id) - ME(alipay), CFGF_NONEMPTY, 0,
-	    "the merchant's Alipay app_id; notifications for another app are rejected"),
+	{"app_id", CFG_STR, NULL, 0, 32, ME(alipay.app_id) - ME(alipay), CFGF_NONEMPTY, 0, NULL,
+	 0, 0, "the merchant's Alipay app_id; a notification for another app is unroutable"},
+	{"seller_id", CFG_STR, "", 0, 32, ME(alipay.seller_id) - ME(alipay), CFGF_NAME, 0, NULL, 0,
+	 0,
+	 "the merchant's Alipay seller_id (2088...); when set, a notification naming another "
+	 "seller, or none, is unroutable"},
 	{"public_key_files", CFG_STR_LIST, NULL, 0, 0,
 	 ME(alipay.public_key_files) - ME(alipay), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST, NULL, 0,
 	 0, "Alipay public keys or certificates (PEM or bare base64); several for rotation"},
@@ -170,11 +191,18 @@ static const struct cfg_setting stripe_tab[] = {
 	 "files holding endpoint secrets (whsec_...); several for rotation"},
 	STR("order_metadata_key", "order_id", ME(stripe.order_metadata_key) - ME(stripe),
 	    CFGF_NONEMPTY, 0, "metadata key carrying the merchant's order number"),
+	{"connect_accounts", CFG_STR_LIST, "", 0, 60, ME(stripe.connect_accounts) - ME(stripe),
+	 CFGF_NAME, 0, NULL, 0, 0,
+	 "Stripe Connect accounts (acct_...) whose events are applied; an event carrying "
+	 "another account is unroutable"},
+	BOOL("test_mode", "false", ME(stripe.test_mode) - ME(stripe),
+	     "apply test-mode events (livemode false); when false they are unroutable (an event "
+	     "without livemode counts as live)"),
 	END};
 static const struct cfg_setting merchant_tab[] = {
-	STR("id", NULL, ME(id), CFGF_NONEMPTY, 0,
-	    "merchant id in URLs (/pay/callback/{channel}/{id}) and rows; 'default' for the short "
-	    "form"),
+	{"id", CFG_STR, NULL, 0, 64, ME(id), CFGF_NONEMPTY | CFGF_NAME, 0, NULL, 0, 0,
+	 "merchant id in URLs (/pay/callback/{channel}/{id}) and rows: 1 to 64 letters, digits, "
+	 "'.', '_' or '-'; 'default' for the short form"},
 	{"wxpay", CFG_GROUP, NULL, 0, 0, ME(wxpay), 0, 0, wx_tab, 0, ME(has_wxpay),
 	 "WeChat Pay APIv3 (optional)"},
 	{"alipay", CFG_GROUP, NULL, 0, 0, ME(alipay), 0, 0, ali_tab, 0, ME(has_alipay),
@@ -198,6 +226,8 @@ const struct cfg_setting conf_table[] = {
 	 sizeof(struct conf_merchant), O(nmerchants), "merchants and their channel keys"},
 	END};
 
+/* clang-format on */
+
 static void
 conf_err(struct cfg_errors *errs, const char *file, const char *fmt, const char *a)
 {
@@ -217,7 +247,7 @@ int
 conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs)
 {
 	static const char *const protos[] = {"plaintext", "ssl", "sasl_plaintext", "sasl_ssl",
-					     NULL};
+	                                     NULL};
 	int ok = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -229,18 +259,23 @@ conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *
 			ok = 1;
 	if (!ok)
 		conf_err(errs, file, "setting 'kafka.security_protocol': unknown value '%s'",
-			 out->kafka.security_protocol);
+		         out->kafka.security_protocol);
 	if (out->retry.initial_lease_max_s < out->retry.initial_lease_s)
-		conf_err(errs, file, "%s",
-			 "setting 'retry.initial_lease_max_s' is less than 'retry.initial_lease_s'");
+		conf_err(
+		    errs, file, "%s",
+		    "setting 'retry.initial_lease_max_s' is less than 'retry.initial_lease_s'");
 	for (int i = 0; i < out->nmerchants; i++) {
 		for (int j = 0; j < i; j++)
 			if (strcmp(out->merchants[i].id, out->merchants[j].id) == 0)
 				conf_err(errs, file, "merchant id '%s' appears twice",
-					 out->merchants[i].id);
+				         out->merchants[i].id);
 		if (!out->merchants[i].has_wxpay && !out->merchants[i].has_alipay &&
 		    !out->merchants[i].has_stripe)
 			conf_err(errs, file, "merchant '%s' has no channel", out->merchants[i].id);
+		if (out->merchants[i].has_wxpay && out->merchants[i].wxpay.sub_mchids.n > 0 &&
+		    out->merchants[i].wxpay.sp_mchid[0] == '\0')
+			conf_err(errs, file, "merchant '%s': wxpay.sub_mchids needs wxpay.sp_mchid",
+			         out->merchants[i].id);
 	}
 	return errs->n;
 }
