@@ -19,6 +19,7 @@ struct cfg_ctx {
 	const char *file;
 	unsigned proc;
 	struct cfg_errors *errs;
+	const config_setting_t *grp; /* the group being walked: a missing setting's line */
 };
 
 static void cfg_err(struct cfg_ctx *, const config_setting_t *, const char *, const char *, ...)
@@ -36,24 +37,39 @@ cfg_err(struct cfg_ctx *c, const config_setting_t *s, const char *path, const ch
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	e->n++;
+	/* A missing setting has no line of its own; the group it is missing from has one. */
+	if (s == NULL)
+		s = c->grp;
 	if (used + 1 < sizeof(e->text)) {
 		if (s && config_setting_source_line(s) > 0)
-			snprintf(e->text + used, sizeof(e->text) - used, "%s:%d: setting '%s': %s\n",
-				 c->file, config_setting_source_line(s), path, msg);
+			snprintf(e->text + used, sizeof(e->text) - used,
+			         "%s:%d: setting '%s': %s\n", c->file,
+			         config_setting_source_line(s), path, msg);
 		else
 			snprintf(e->text + used, sizeof(e->text) - used, "%s: setting '%s': %s\n",
-				 c->file, path, msg);
+			         c->file, path, msg);
 	}
 }
 
 static void
 cfg_check_file(struct cfg_ctx *c, const config_setting_t *s, const char *path,
-	       const struct cfg_setting *t, const char *file)
+               const struct cfg_setting *t, const char *file)
 {
 	if (!(t->flags & CFGF_FILE) || (t->procs && !(t->procs & c->proc)))
 		return;
 	if (access(file, R_OK) != 0)
 		cfg_err(c, s, path, "cannot read file '%s': %s", file, strerror(errno));
+}
+
+/* cfg_is_name - whether s is made of letters, digits, '.', '_' and '-' only. */
+static int
+cfg_is_name(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-'))
+			return 0;
+	return 1;
 }
 
 static int
@@ -67,11 +83,11 @@ cfg_parse_int_text(const char *text, long long *v)
 }
 
 static void cfg_group(struct cfg_ctx *, const config_setting_t *, const struct cfg_setting *,
-		      char *, const char *);
+                      char *, const char *);
 
 static void
 cfg_scalar(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_setting *t, char *base,
-	   const char *path)
+           const char *path)
 {
 	void *dst = base + t->off;
 	long long v;
@@ -94,7 +110,7 @@ cfg_scalar(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_settin
 		}
 		if (v < t->min || v > t->max) {
 			cfg_err(c, s, path, "value %lld is out of bounds [%lld, %lld]", v, t->min,
-				t->max);
+			        t->max);
 			return;
 		}
 		*(long long *)dst = v;
@@ -129,7 +145,12 @@ cfg_scalar(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_settin
 			return;
 		}
 		if ((long long)strlen(str) > (t->max > 0 ? t->max : 4096)) {
-			cfg_err(c, s, path, "longer than %lld characters", t->max > 0 ? t->max : 4096);
+			cfg_err(c, s, path, "longer than %lld characters",
+			        t->max > 0 ? t->max : 4096);
+			return;
+		}
+		if ((t->flags & CFGF_NAME) && !cfg_is_name(str)) {
+			cfg_err(c, s, path, "may hold only letters, digits, '.', '_' and '-'");
 			return;
 		}
 		if (str[0] != '\0')
@@ -144,7 +165,7 @@ cfg_scalar(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_settin
 
 static void
 cfg_list(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_setting *t, char *base,
-	 const char *path)
+         const char *path)
 {
 	int n = s ? config_setting_length(s) : 0;
 	char sub[256];
@@ -182,7 +203,7 @@ cfg_list(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_setting 
 			long long v = config_setting_get_int64(e);
 			if (v < t->min || v > t->max) {
 				cfg_err(c, e, sub, "value %lld is out of bounds [%lld, %lld]", v,
-					t->min, t->max);
+				        t->min, t->max);
 				continue;
 			}
 			out->v[out->n++] = v;
@@ -197,6 +218,16 @@ cfg_list(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_setting 
 				cfg_err(c, e, sub, "expected a string");
 				continue;
 			}
+			if ((t->flags & CFGF_NAME) &&
+			    (!cfg_is_name(config_setting_get_string(e)) ||
+			     config_setting_get_string(e)[0] == '\0' ||
+			     (t->max > 0 &&
+			      (long long)strlen(config_setting_get_string(e)) > t->max))) {
+				cfg_err(c, e, sub,
+				        "must be 1 to %lld letters, digits, '.', '_' or '-'",
+				        t->max > 0 ? t->max : 4096);
+				continue;
+			}
 			cfg_check_file(c, e, sub, t, config_setting_get_string(e));
 			out->v[out->n++] = strdup(config_setting_get_string(e));
 		}
@@ -207,7 +238,7 @@ cfg_list(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_setting 
 
 static void
 cfg_group_list(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_setting *t,
-	       char *base, const char *path)
+               char *base, const char *path)
 {
 	int n = s ? config_setting_length(s) : 0;
 	char sub[256];
@@ -240,11 +271,13 @@ cfg_group_list(struct cfg_ctx *c, const config_setting_t *s, const struct cfg_se
 }
 
 static void
-cfg_group(struct cfg_ctx *c, const config_setting_t *grp, const struct cfg_setting *tab,
-	  char *base, const char *prefix)
+cfg_group(struct cfg_ctx *c, const config_setting_t *grp, const struct cfg_setting *tab, char *base,
+          const char *prefix)
 {
+	const config_setting_t *outer = c->grp;
 	char path[256];
 
+	c->grp = grp;
 	/* First every member of the file's group must be known to the table. */
 	for (int i = 0; grp && i < config_setting_length(grp); i++) {
 		config_setting_t *m = config_setting_get_elem(grp, (unsigned)i);
@@ -298,13 +331,14 @@ cfg_group(struct cfg_ctx *c, const config_setting_t *grp, const struct cfg_setti
 			break;
 		}
 	}
+	c->grp = outer;
 }
 
 int
 cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned proc,
-	 struct cfg_errors *errs)
+         struct cfg_errors *errs)
 {
-	struct cfg_ctx c = {file, proc, errs};
+	struct cfg_ctx c = {file, proc, errs, NULL};
 	config_t cf;
 
 	memset(errs, 0, sizeof(*errs));
@@ -313,10 +347,10 @@ cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned pr
 		errs->n = 1;
 		if (config_error_type(&cf) == CONFIG_ERR_FILE_IO)
 			snprintf(errs->text, sizeof(errs->text), "%s: cannot read file: %s\n", file,
-				 strerror(errno));
+			         strerror(errno));
 		else
 			snprintf(errs->text, sizeof(errs->text), "%s:%d: syntax error: %s\n", file,
-				 config_error_line(&cf), config_error_text(&cf));
+			         config_error_line(&cf), config_error_text(&cf));
 		goto out;
 	}
 	cfg_group(&c, config_root_setting(&cf), tab, out, "");
@@ -380,7 +414,7 @@ cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t err
 	n = fread(buf, 1, 65536, fp);
 	if (ferror(fp) || !feof(fp)) {
 		snprintf(err, errlen, "cannot read secret file '%s' (error or larger than 64 KiB)",
-			 path);
+		         path);
 		goto done;
 	}
 	if (n > 0 && buf[n - 1] == '\n')
@@ -406,8 +440,8 @@ done:
 void
 cfg_doc(const struct cfg_setting *tab, const char *prefix, FILE *fp)
 {
-	static const char *const tn[] = {"integer", "bool", "string", "integer list",
-					 "string list", "group", "list of groups"};
+	static const char *const tn[] = {"integer",     "bool",  "string",        "integer list",
+	                                 "string list", "group", "list of groups"};
 	char path[256];
 
 	for (const struct cfg_setting *t = tab; t->name; t++) {
@@ -416,11 +450,11 @@ cfg_doc(const struct cfg_setting *tab, const char *prefix, FILE *fp)
 			if (t->doc)
 				fprintf(fp, "| `%s` | %s | | %s |\n", path, tn[t->type], t->doc);
 			snprintf(path + strlen(path), sizeof(path) - strlen(path), "%s",
-				 t->type == CFG_GROUP_LIST ? "[]" : "");
+			         t->type == CFG_GROUP_LIST ? "[]" : "");
 			cfg_doc(t->sub, path, fp);
 			continue;
 		}
 		fprintf(fp, "| `%s` | %s | %s | %s |\n", path, tn[t->type],
-			t->def ? t->def : "(required)", t->doc ? t->doc : "");
+		        t->def ? t->def : "(required)", t->doc ? t->doc : "");
 	}
 }

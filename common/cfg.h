@@ -30,6 +30,7 @@ enum cfg_type {
 #define CFGF_FILE     0x1 /* a path (or list of paths) that must be a readable file */
 #define CFGF_REQUIRED 0x2 /* a group that must be present */
 #define CFGF_NONEMPTY 0x4 /* a string or list that must not be empty */
+#define CFGF_NAME     0x8 /* a string (or each string of a list) of [A-Za-z0-9._-] only */
 
 struct cfg_ints {
 	int n;
@@ -65,7 +66,7 @@ struct cfg_errors {
  * Returns the number of errors (0 = valid); the messages are in errs.
  */
 int cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned proc,
-	     struct cfg_errors *errs);
+             struct cfg_errors *errs);
 /* Frees the strings and arrays cfg_load allocated in out. */
 void cfg_free(const struct cfg_setting *tab, void *out);
 

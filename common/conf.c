@@ -9,186 +9,218 @@
 #include <stdio.h>
 #include <string.h>
 
-#define O(f)       offsetof(struct conf, f)
-#define NOFLAG     ((size_t)-1)
-#define INT(n, d, lo, hi, f, doc) {n, CFG_INT, d, lo, hi, f, 0, 0, NULL, 0, 0, doc}
-#define STR(n, d, f, fl, pr, doc) {n, CFG_STR, d, 0, 0, f, fl, pr, NULL, 0, 0, doc}
-#define BOOL(n, d, f, doc)        {n, CFG_BOOL, d, 0, 0, f, 0, 0, NULL, 0, 0, doc}
-#define END                       {NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, NULL}
+#define O(f)   offsetof(struct conf, f)
+#define NOFLAG ((size_t)-1)
+#define INT(n, d, lo, hi, f, doc)                                                                  \
+	{                                                                                          \
+		n, CFG_INT, d, lo, hi, f, 0, 0, NULL, 0, 0, doc                                    \
+	}
+#define STR(n, d, f, fl, pr, doc)                                                                  \
+	{                                                                                          \
+		n, CFG_STR, d, 0, 0, f, fl, pr, NULL, 0, 0, doc                                    \
+	}
+#define BOOL(n, d, f, doc)                                                                         \
+	{                                                                                          \
+		n, CFG_BOOL, d, 0, 0, f, 0, 0, NULL, 0, 0, doc                                     \
+	}
+#define END                                                                                        \
+	{                                                                                          \
+		NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, NULL                                     \
+	}
 
 #define DB(f) offsetof(struct conf_db, f)
 static const struct cfg_setting db_tab[] = {
-	STR("host", "127.0.0.1", DB(host), CFGF_NONEMPTY, 0, "MariaDB/MySQL server address"),
-	INT("port", "23306", 1, 65535, DB(port), "server port (the local default avoids 3306)"),
-	STR("user", "paycb", DB(user), CFGF_NONEMPTY, 0, "database user"),
-	STR("password_file", NULL, DB(password_file), CFGF_FILE,
-	    PROC_INGEST | PROC_PROCESSOR | PROC_RETRIER | PROC_TOOL | PROC_SIM,
-	    "file holding the database password (never inline)"),
-	STR("name", "paycb", DB(name), CFGF_NONEMPTY, 0, "database (schema) name"),
-	INT("connect_timeout_s", "5", 1, 300, DB(connect_timeout_s), "connect timeout"),
-	INT("read_timeout_s", "30", 1, 3600, DB(read_timeout_s), "read timeout per statement"),
-	INT("write_timeout_s", "30", 1, 3600, DB(write_timeout_s), "write timeout per statement"),
-	INT("lock_wait_timeout_s", "5", 1, 3600, DB(lock_wait_timeout_s),
-	    "innodb_lock_wait_timeout for paycb's sessions; a timeout is a retryable failure"),
-	STR("ssl_ca", "", DB(ssl_ca), CFGF_FILE, 0, "CA file; non-empty enables TLS"),
-	STR("ssl_cert", "", DB(ssl_cert), CFGF_FILE, 0, "client certificate for TLS"),
-	STR("ssl_key", "", DB(ssl_key), CFGF_FILE, 0, "client key for TLS"),
-	BOOL("ssl_verify_server_cert", "true", DB(ssl_verify_server_cert),
-	     "verify the server certificate and host name when TLS is on"),
-	END};
+    STR("host", "127.0.0.1", DB(host), CFGF_NONEMPTY, 0, "MariaDB/MySQL server address"),
+    INT("port", "23306", 1, 65535, DB(port), "server port (the local default avoids 3306)"),
+    STR("user", "paycb", DB(user), CFGF_NONEMPTY, 0, "database user"),
+    STR("password_file", NULL, DB(password_file), CFGF_FILE,
+        PROC_INGEST | PROC_PROCESSOR | PROC_RETRIER | PROC_TOOL | PROC_SIM,
+        "file holding the database password (never inline)"),
+    STR("name", "paycb", DB(name), CFGF_NONEMPTY, 0, "database (schema) name"),
+    INT("connect_timeout_s", "5", 1, 300, DB(connect_timeout_s), "connect timeout"),
+    INT("read_timeout_s", "30", 1, 3600, DB(read_timeout_s), "read timeout per statement"),
+    INT("write_timeout_s", "30", 1, 3600, DB(write_timeout_s), "write timeout per statement"),
+    INT("lock_wait_timeout_s", "5", 1, 3600, DB(lock_wait_timeout_s),
+        "innodb_lock_wait_timeout for paycb's sessions; a timeout is a retryable failure"),
+    STR("ssl_ca", "", DB(ssl_ca), CFGF_FILE, 0, "CA file; non-empty enables TLS"),
+    STR("ssl_cert", "", DB(ssl_cert), CFGF_FILE, 0, "client certificate for TLS"),
+    STR("ssl_key", "", DB(ssl_key), CFGF_FILE, 0, "client key for TLS"),
+    BOOL("ssl_verify_server_cert", "true", DB(ssl_verify_server_cert),
+         "verify the server certificate and host name when TLS is on"),
+    END};
 
 #define KF(f) offsetof(struct conf_kafka, f)
 static const struct cfg_setting kafka_tab[] = {
-	STR("brokers", "127.0.0.1:29092", KF(brokers), CFGF_NONEMPTY, 0, "bootstrap servers"),
-	STR("topic_prefix", "paycb", KF(topic_prefix), CFGF_NONEMPTY, 0,
-	    "prefix of every topic name (paycb.callbacks, ...)"),
-	INT("partitions", "12", 1, 1024, KF(partitions),
-	    "partitions of the callback topics when paycb creates them"),
-	STR("security_protocol", "plaintext", KF(security_protocol), CFGF_NONEMPTY, 0,
-	    "plaintext, ssl, sasl_plaintext or sasl_ssl"),
-	STR("sasl_mechanism", "", KF(sasl_mechanism), 0, 0, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
-	STR("sasl_username", "", KF(sasl_username), 0, 0, "SASL user"),
-	STR("sasl_password_file", "", KF(sasl_password_file), CFGF_FILE, 0,
-	    "file holding the SASL password"),
-	STR("ssl_ca_file", "", KF(ssl_ca_file), CFGF_FILE, 0, "CA file for ssl/sasl_ssl"),
-	STR("group_id", "paycb-processor", KF(group_id), CFGF_NONEMPTY, 0,
-	    "consumer group of the processors"),
-	INT("delivery_timeout_ms", "30000", 1000, 600000, KF(delivery_timeout_ms),
-	    "producer delivery timeout (message.timeout.ms)"),
-	END};
+    STR("brokers", "127.0.0.1:29092", KF(brokers), CFGF_NONEMPTY, 0, "bootstrap servers"),
+    STR("topic_prefix", "paycb", KF(topic_prefix), CFGF_NONEMPTY, 0,
+        "prefix of every topic name (paycb.callbacks, ...)"),
+    INT("partitions", "12", 1, 1024, KF(partitions),
+        "partitions of the callback topics when paycb creates them"),
+    STR("security_protocol", "plaintext", KF(security_protocol), CFGF_NONEMPTY, 0,
+        "plaintext, ssl, sasl_plaintext or sasl_ssl"),
+    STR("sasl_mechanism", "", KF(sasl_mechanism), 0, 0, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    STR("sasl_username", "", KF(sasl_username), 0, 0, "SASL user"),
+    STR("sasl_password_file", "", KF(sasl_password_file), CFGF_FILE, 0,
+        "file holding the SASL password"),
+    STR("ssl_ca_file", "", KF(ssl_ca_file), CFGF_FILE, 0, "CA file for ssl/sasl_ssl"),
+    STR("group_id", "paycb-processor", KF(group_id), CFGF_NONEMPTY, 0,
+        "consumer group of the processors"),
+    INT("delivery_timeout_ms", "30000", 1000, 600000, KF(delivery_timeout_ms),
+        "producer delivery timeout (message.timeout.ms)"),
+    END};
 
 #define RT(f) offsetof(struct conf_retry, f)
 static const struct cfg_setting retry_tab[] = {
-	{"ladder_s", CFG_INT_LIST, "10 30 60 300 900 1800 3600 7200", 1, 604800, RT(ladder_s),
-	 CFGF_NONEMPTY, 0, NULL, 0, 0,
-	 "delay after failure k (k = 1..n); failure n+1 makes the row dead"},
-	INT("initial_lease_s", "60", 1, 86400, RT(initial_lease_s),
-	    "ingest reserves a row due this far ahead; the retrier recovers a lost first attempt "
-	    "after it"),
-	INT("lease_margin_s", "30", 1, 86400, RT(lease_margin_s),
-	    "added to a step's delay when the retrier leases a row"),
-	END};
+    {"ladder_s", CFG_INT_LIST, "10 30 60 300 900 1800 3600 7200", 1, 604800, RT(ladder_s),
+     CFGF_NONEMPTY, 0, NULL, 0, 0,
+     "delay after failure k (k = 1..n); failure n+1 makes the row dead"},
+    INT("initial_lease_s", "60", 1, 86400, RT(initial_lease_s),
+        "ingest reserves a row due this far ahead; the retrier recovers a lost first attempt "
+        "after it"),
+    INT("lease_margin_s", "30", 1, 86400, RT(lease_margin_s),
+        "added to a step's delay when the retrier leases a row"),
+    END};
 
 #define IN(f) offsetof(struct conf_ingest, f)
 static const struct cfg_setting ingest_tab[] = {
-	STR("listen_addr", "127.0.0.1", IN(listen_addr), CFGF_NONEMPTY, 0,
-	    "address of the channel-facing HTTP listener"),
-	INT("listen_port", "8480", 1, 65535, IN(listen_port), "its port"),
-	STR("admin_addr", "127.0.0.1", IN(admin_addr), CFGF_NONEMPTY, 0,
-	    "address of /healthz, /readyz, /metrics"),
-	INT("admin_port", "8481", 1, 65535, IN(admin_port), "its port"),
-	INT("max_body_bytes", "65536", 1024, 1048576, IN(max_body_bytes),
-	    "larger bodies get 413 without being read"),
-	INT("max_inflight", "256", 1, 100000, IN(max_inflight),
-	    "requests admitted at once, running or queued for a worker; beyond it 503 at once"),
-	INT("max_unverified", "64", 1, 100000, IN(max_unverified),
-	    "requests not yet verified at once (smaller, so floods of junk cannot starve real "
-	    "traffic)"),
-	INT("workers", "256", 1, 4096, IN(workers),
-	    "threads that run requests (verify, reserve, publish); the connections themselves are "
-	    "read by one event loop, and admitted requests beyond the workers wait in a queue"),
-	INT("connection_timeout_s", "10", 1, 300, IN(connection_timeout_s),
-	    "idle/read timeout against slow clients"),
-	INT("connection_memory_bytes", "8192", 4096, 1048576, IN(connection_memory_bytes),
-	    "memory per connection for the request line, the headers and the read buffer (a "
-	    "header block that does not fit gets 431); bodies stream through it in pieces"),
-	INT("publish_budget_ms", "2000", 10, 10000, IN(publish_budget_ms),
-	    "wait this long for the delivery report before acknowledging anyway"),
-	INT("timestamp_tolerance_s", "300", 1, 3600, IN(timestamp_tolerance_s),
-	    "signed timestamps this far from now are rejected"),
-	INT("db_connections", "16", 1, 512, IN(db_connections),
-	    "database connections for reservations (requests beyond them wait, then get 503)"),
-	END};
+    STR("listen_addr", "127.0.0.1", IN(listen_addr), CFGF_NONEMPTY, 0,
+        "address of the channel-facing HTTP listener"),
+    INT("listen_port", "8480", 1, 65535, IN(listen_port), "its port"),
+    STR("admin_addr", "127.0.0.1", IN(admin_addr), CFGF_NONEMPTY, 0,
+        "address of /healthz, /readyz, /metrics"),
+    INT("admin_port", "8481", 1, 65535, IN(admin_port), "its port"),
+    INT("max_body_bytes", "65536", 1024, 1048576, IN(max_body_bytes),
+        "larger bodies get 413 without being read"),
+    INT("max_inflight", "256", 1, 100000, IN(max_inflight),
+        "requests admitted at once, running or queued for a worker; beyond it 503 at once"),
+    INT("max_unverified", "64", 1, 100000, IN(max_unverified),
+        "requests not yet verified at once (smaller, so floods of junk cannot starve real "
+        "traffic)"),
+    INT("workers", "256", 1, 4096, IN(workers),
+        "threads that run requests (verify, reserve, publish); the connections themselves are "
+        "read by one event loop, and admitted requests beyond the workers wait in a queue"),
+    INT("connection_timeout_s", "10", 1, 300, IN(connection_timeout_s),
+        "idle/read timeout against slow clients"),
+    INT("connection_memory_bytes", "8192", 4096, 1048576, IN(connection_memory_bytes),
+        "memory per connection for the request line, the headers and the read buffer (a "
+        "header block that does not fit gets 431); bodies stream through it in pieces"),
+    INT("publish_budget_ms", "2000", 10, 10000, IN(publish_budget_ms),
+        "wait this long for the delivery report before acknowledging anyway"),
+    INT("timestamp_tolerance_s", "300", 1, 3600, IN(timestamp_tolerance_s),
+        "signed timestamps this far from now are rejected"),
+    INT("db_connections", "16", 1, 512, IN(db_connections),
+        "database connections for reservations (requests beyond them wait, then get 503)"),
+    END};
 
 #define PR(f) offsetof(struct conf_processor, f)
 static const struct cfg_setting processor_tab[] = {
-	INT("threads", "1", 1, 64, PR(threads), "consumer threads per process"),
-	STR("admin_addr", "127.0.0.1", PR(admin_addr), CFGF_NONEMPTY, 0, "address of /metrics"),
-	INT("admin_port", "0", 0, 65535, PR(admin_port), "its port; 0 = no admin listener"),
-	INT("db_outage_max_s", "300", 1, 86400, PR(db_outage_max_s),
-	    "how long to wait for the database before draining and exiting non-zero"),
-	INT("order_wait_s", "300", 0, 86400, PR(order_wait_s),
-	    "how long a callback is deferred, not failed, while an earlier callback of its order "
-	    "has not had its first attempt (per-order order across partitions); 0 = off"),
-	INT("relay_linger_ms", "50", 0, 1000, PR(relay_linger_ms),
-	    "how long the outbox relay lets events gather before it publishes them; a publish "
-	    "costs the broker a produce request per partition, more than the events in it"),
-	END};
+    INT("threads", "1", 1, 64, PR(threads), "consumer threads per process"),
+    STR("admin_addr", "127.0.0.1", PR(admin_addr), CFGF_NONEMPTY, 0, "address of /metrics"),
+    INT("admin_port", "0", 0, 65535, PR(admin_port), "its port; 0 = no admin listener"),
+    INT("db_outage_max_s", "300", 1, 86400, PR(db_outage_max_s),
+        "how long to wait for the database before draining and exiting non-zero"),
+    INT("order_wait_s", "300", 0, 86400, PR(order_wait_s),
+        "how long a callback is deferred, not failed, while an earlier callback of its order "
+        "has not had its first attempt (per-order order across partitions); 0 = off"),
+    INT("relay_linger_ms", "50", 0, 1000, PR(relay_linger_ms),
+        "how long the outbox relay lets events gather before it publishes them; a publish "
+        "costs the broker a produce request per partition, more than the events in it"),
+    END};
 
 #define RR(f) offsetof(struct conf_retrier, f)
 static const struct cfg_setting retrier_tab[] = {
-	INT("sweep_interval_s", "5", 1, 3600, RR(sweep_interval_s), "time between sweeps"),
-	INT("batch", "500", 1, 100000, RR(batch), "rows leased per sweep and table"),
-	STR("admin_addr", "127.0.0.1", RR(admin_addr), CFGF_NONEMPTY, 0, "address of /metrics"),
-	INT("admin_port", "8483", 0, 65535, RR(admin_port), "its port; 0 = no admin listener"),
-	INT("outbox_after_s", "30", 1, 86400, RR(outbox_after_s),
-	    "order_events rows unsent this long are published by the sweep"),
-	INT("purge_after_s", "86400", 60, 31536000, RR(purge_after_s),
-	    "raw_body of done rows older than this is cleared"),
-	INT("purge_batch", "1000", 1, 100000, RR(purge_batch), "rows purged per statement"),
-	INT("stuck_after_s", "3600", 60, 604800, RR(stuck_after_s),
-	    "a pending row older than this raises the stuck-row alarm"),
-	END};
+    INT("sweep_interval_s", "5", 1, 3600, RR(sweep_interval_s), "time between sweeps"),
+    INT("batch", "500", 1, 100000, RR(batch), "rows leased per sweep and table"),
+    STR("admin_addr", "127.0.0.1", RR(admin_addr), CFGF_NONEMPTY, 0, "address of /metrics"),
+    INT("admin_port", "8483", 0, 65535, RR(admin_port), "its port; 0 = no admin listener"),
+    INT("outbox_after_s", "30", 1, 86400, RR(outbox_after_s),
+        "order_events rows unsent this long are published by the sweep"),
+    INT("purge_after_s", "86400", 60, 31536000, RR(purge_after_s),
+        "raw_body of done rows older than this is cleared"),
+    INT("purge_batch", "1000", 1, 100000, RR(purge_batch), "rows purged per statement"),
+    INT("stuck_after_s", "3600", 60, 604800, RR(stuck_after_s),
+        "a pending row older than this raises the stuck-row alarm"),
+    END};
 
 #define WK(f) offsetof(struct conf_wx_key, f)
 static const struct cfg_setting wx_key_tab[] = {
-	STR("serial", "", WK(serial), 0, 0,
-	    "Wechatpay-Serial this key answers to; for a certificate, default its serial; for a "
-	    "public key, its PUB_KEY_ID_..."),
-	STR("file", NULL, WK(file), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST,
-	    "platform certificate or WeChat Pay public key (PEM)"),
-	END};
+    STR("serial", "", WK(serial), 0, 0,
+        "Wechatpay-Serial this key answers to; for a certificate, default its serial; for a "
+        "public key, its PUB_KEY_ID_..."),
+    STR("file", NULL, WK(file), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST,
+        "platform certificate or WeChat Pay public key (PEM)"),
+    END};
 
 #define ME(f) offsetof(struct conf_merchant, f)
 static const struct cfg_setting wx_tab[] = {
-	STR("mchid", "", ME(wxpay.mchid) - ME(wxpay), 0, 0,
-	    "merchant id; notifications for another mchid are rejected"),
-	STR("apiv3_key_file", NULL, ME(wxpay.apiv3_key_file) - ME(wxpay), CFGF_FILE, PROC_INGEST,
-	    "file holding the 32-byte APIv3 key"),
-	{"keys", CFG_GROUP_LIST, NULL, 0, 0, ME(wxpay.keys) - ME(wxpay), CFGF_NONEMPTY, 0,
-	 wx_key_tab, sizeof(struct conf_wx_key), ME(wxpay.nkeys) - ME(wxpay),
-	 "platform certificates and public keys; several at once for rotation"},
-	END};
+    {"mchid", CFG_STR, NULL, 0, 32, ME(wxpay.mchid) - ME(wxpay), CFGF_NONEMPTY | CFGF_NAME, 0, NULL,
+     0, 0,
+     "the merchant's WeChat Pay mchid (in partner mode its sub-merchant number); a "
+     "notification naming another mchid is unroutable"},
+    {"sp_mchid", CFG_STR, "", 0, 32, ME(wxpay.sp_mchid) - ME(wxpay), CFGF_NAME, 0, NULL, 0, 0,
+     "partner mode: the service provider's mchid; a notification carrying sp_mchid is "
+     "applied only when it is this one and its sub_mchid is mchid or on sub_mchids; empty "
+     "= partner notifications are unroutable"},
+    {"sub_mchids", CFG_STR_LIST, "", 0, 32, ME(wxpay.sub_mchids) - ME(wxpay), CFGF_NAME, 0, NULL, 0,
+     0, "partner mode: further sub-merchant numbers served by this merchant"},
+    {"appids", CFG_STR_LIST, "", 0, 32, ME(wxpay.appids) - ME(wxpay), CFGF_NAME, 0, NULL, 0, 0,
+     "allowed app ids: when not empty, a notification's appid (partner mode: sub_appid, else "
+     "sp_appid) must be on it; refunds carry none"},
+    STR("apiv3_key_file", NULL, ME(wxpay.apiv3_key_file) - ME(wxpay), CFGF_FILE, PROC_INGEST,
+        "file holding the 32-byte APIv3 key"),
+    {"keys", CFG_GROUP_LIST, NULL, 0, 0, ME(wxpay.keys) - ME(wxpay), CFGF_NONEMPTY, 0, wx_key_tab,
+     sizeof(struct conf_wx_key), ME(wxpay.nkeys) - ME(wxpay),
+     "platform certificates and public keys; several at once for rotation"},
+    END};
 static const struct cfg_setting ali_tab[] = {
-	STR("app_id", NULL, ME(alipay.app_id) - ME(alipay), CFGF_NONEMPTY, 0,
-	    "the merchant's Alipay app_id; notifications for another app are rejected"),
-	{"public_key_files", CFG_STR_LIST, NULL, 0, 0,
-	 ME(alipay.public_key_files) - ME(alipay), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST, NULL, 0,
-	 0, "Alipay public keys or certificates (PEM or bare base64); several for rotation"},
-	END};
+    {"app_id", CFG_STR, NULL, 0, 32, ME(alipay.app_id) - ME(alipay), CFGF_NONEMPTY, 0, NULL, 0, 0,
+     "the merchant's Alipay app_id; a notification for another app is unroutable"},
+    {"seller_id", CFG_STR, "", 0, 32, ME(alipay.seller_id) - ME(alipay), CFGF_NAME, 0, NULL, 0, 0,
+     "the merchant's Alipay seller_id (2088...); when set, a notification naming another "
+     "seller, or none, is unroutable"},
+    {"public_key_files", CFG_STR_LIST, NULL, 0, 0, ME(alipay.public_key_files) - ME(alipay),
+     CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST, NULL, 0, 0,
+     "Alipay public keys or certificates (PEM or bare base64); several for rotation"},
+    END};
 static const struct cfg_setting stripe_tab[] = {
-	{"secret_files", CFG_STR_LIST, NULL, 0, 0, ME(stripe.secret_files) - ME(stripe),
-	 CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST, NULL, 0, 0,
-	 "files holding endpoint secrets (whsec_...); several for rotation"},
-	STR("order_metadata_key", "order_id", ME(stripe.order_metadata_key) - ME(stripe),
-	    CFGF_NONEMPTY, 0, "metadata key carrying the merchant's order number"),
-	END};
+    {"secret_files", CFG_STR_LIST, NULL, 0, 0, ME(stripe.secret_files) - ME(stripe),
+     CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST, NULL, 0, 0,
+     "files holding endpoint secrets (whsec_...); several for rotation"},
+    STR("order_metadata_key", "order_id", ME(stripe.order_metadata_key) - ME(stripe), CFGF_NONEMPTY,
+        0, "metadata key carrying the merchant's order number"),
+    {"connect_accounts", CFG_STR_LIST, "", 0, 60, ME(stripe.connect_accounts) - ME(stripe),
+     CFGF_NAME, 0, NULL, 0, 0,
+     "Stripe Connect accounts (acct_...) whose events are applied; an event carrying "
+     "another account is unroutable"},
+    BOOL("test_mode", "false", ME(stripe.test_mode) - ME(stripe),
+         "apply test-mode events (livemode false); when false they are unroutable (an event "
+         "without livemode counts as live)"),
+    END};
 static const struct cfg_setting merchant_tab[] = {
-	STR("id", NULL, ME(id), CFGF_NONEMPTY, 0,
-	    "merchant id in URLs (/pay/callback/{channel}/{id}) and rows; 'default' for the short "
-	    "form"),
-	{"wxpay", CFG_GROUP, NULL, 0, 0, ME(wxpay), 0, 0, wx_tab, 0, ME(has_wxpay),
-	 "WeChat Pay APIv3 (optional)"},
-	{"alipay", CFG_GROUP, NULL, 0, 0, ME(alipay), 0, 0, ali_tab, 0, ME(has_alipay),
-	 "Alipay (optional)"},
-	{"stripe", CFG_GROUP, NULL, 0, 0, ME(stripe), 0, 0, stripe_tab, 0, ME(has_stripe),
-	 "Stripe (optional)"},
-	END};
+    {"id", CFG_STR, NULL, 0, 64, ME(id), CFGF_NONEMPTY | CFGF_NAME, 0, NULL, 0, 0,
+     "merchant id in URLs (/pay/callback/{channel}/{id}) and rows: 1 to 64 letters, digits, "
+     "'.', '_' or '-'; 'default' for the short form"},
+    {"wxpay", CFG_GROUP, NULL, 0, 0, ME(wxpay), 0, 0, wx_tab, 0, ME(has_wxpay),
+     "WeChat Pay APIv3 (optional)"},
+    {"alipay", CFG_GROUP, NULL, 0, 0, ME(alipay), 0, 0, ali_tab, 0, ME(has_alipay),
+     "Alipay (optional)"},
+    {"stripe", CFG_GROUP, NULL, 0, 0, ME(stripe), 0, 0, stripe_tab, 0, ME(has_stripe),
+     "Stripe (optional)"},
+    END};
 
 const struct cfg_setting conf_table[] = {
-	STR("log_level", "info", O(log_level), CFGF_NONEMPTY, 0, "debug, info, warn or error"),
-	{"database", CFG_GROUP, NULL, 0, 0, O(db), 0, 0, db_tab, 0, NOFLAG, "MariaDB / MySQL"},
-	{"kafka", CFG_GROUP, NULL, 0, 0, O(kafka), 0, 0, kafka_tab, 0, NOFLAG, "Kafka"},
-	{"retry", CFG_GROUP, NULL, 0, 0, O(retry), 0, 0, retry_tab, 0, NOFLAG,
-	 "the retry ladder and leases"},
-	{"ingest", CFG_GROUP, NULL, 0, 0, O(ingest), 0, 0, ingest_tab, 0, NOFLAG, "ingest daemon"},
-	{"processor", CFG_GROUP, NULL, 0, 0, O(processor), 0, 0, processor_tab, 0, NOFLAG,
-	 "processor daemon"},
-	{"retrier", CFG_GROUP, NULL, 0, 0, O(retrier), 0, 0, retrier_tab, 0, NOFLAG,
-	 "retrier daemon"},
-	{"merchants", CFG_GROUP_LIST, NULL, 0, 0, O(merchants), 0, 0, merchant_tab,
-	 sizeof(struct conf_merchant), O(nmerchants), "merchants and their channel keys"},
-	END};
+    STR("log_level", "info", O(log_level), CFGF_NONEMPTY, 0, "debug, info, warn or error"),
+    {"database", CFG_GROUP, NULL, 0, 0, O(db), 0, 0, db_tab, 0, NOFLAG, "MariaDB / MySQL"},
+    {"kafka", CFG_GROUP, NULL, 0, 0, O(kafka), 0, 0, kafka_tab, 0, NOFLAG, "Kafka"},
+    {"retry", CFG_GROUP, NULL, 0, 0, O(retry), 0, 0, retry_tab, 0, NOFLAG,
+     "the retry ladder and leases"},
+    {"ingest", CFG_GROUP, NULL, 0, 0, O(ingest), 0, 0, ingest_tab, 0, NOFLAG, "ingest daemon"},
+    {"processor", CFG_GROUP, NULL, 0, 0, O(processor), 0, 0, processor_tab, 0, NOFLAG,
+     "processor daemon"},
+    {"retrier", CFG_GROUP, NULL, 0, 0, O(retrier), 0, 0, retrier_tab, 0, NOFLAG, "retrier daemon"},
+    {"merchants", CFG_GROUP_LIST, NULL, 0, 0, O(merchants), 0, 0, merchant_tab,
+     sizeof(struct conf_merchant), O(nmerchants), "merchants and their channel keys"},
+    END};
 
 static void
 conf_err(struct cfg_errors *errs, const char *file, const char *fmt, const char *a)
@@ -209,7 +241,7 @@ int
 conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs)
 {
 	static const char *const protos[] = {"plaintext", "ssl", "sasl_plaintext", "sasl_ssl",
-					     NULL};
+	                                     NULL};
 	int ok = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -221,15 +253,19 @@ conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *
 			ok = 1;
 	if (!ok)
 		conf_err(errs, file, "setting 'kafka.security_protocol': unknown value '%s'",
-			 out->kafka.security_protocol);
+		         out->kafka.security_protocol);
 	for (int i = 0; i < out->nmerchants; i++) {
 		for (int j = 0; j < i; j++)
 			if (strcmp(out->merchants[i].id, out->merchants[j].id) == 0)
 				conf_err(errs, file, "merchant id '%s' appears twice",
-					 out->merchants[i].id);
+				         out->merchants[i].id);
 		if (!out->merchants[i].has_wxpay && !out->merchants[i].has_alipay &&
 		    !out->merchants[i].has_stripe)
 			conf_err(errs, file, "merchant '%s' has no channel", out->merchants[i].id);
+		if (out->merchants[i].has_wxpay && out->merchants[i].wxpay.sub_mchids.n > 0 &&
+		    out->merchants[i].wxpay.sp_mchid[0] == '\0')
+			conf_err(errs, file, "merchant '%s': wxpay.sub_mchids needs wxpay.sp_mchid",
+			         out->merchants[i].id);
 	}
 	return errs->n;
 }

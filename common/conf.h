@@ -84,17 +84,23 @@ struct conf_merchant {
 	int has_wxpay, has_alipay, has_stripe;
 	struct {
 		char *mchid;
+		char *sp_mchid;             /* "" = no partner mode */
+		struct cfg_strs sub_mchids; /* partner mode: sub-merchants besides mchid */
+		struct cfg_strs appids;     /* empty = app ids are not checked */
 		char *apiv3_key_file;
 		struct conf_wx_key *keys;
 		int nkeys;
 	} wxpay;
 	struct {
 		char *app_id;
+		char *seller_id; /* "" = not checked */
 		struct cfg_strs public_key_files;
 	} alipay;
 	struct {
 		struct cfg_strs secret_files;
 		char *order_metadata_key;
+		struct cfg_strs connect_accounts; /* Connect accounts whose events are applied */
+		int test_mode;                    /* apply livemode:false events */
 	} stripe;
 };
 

@@ -78,6 +78,7 @@ enum outcome {
 	OUT_REJECTED,    /* verification failed: nothing stored */
 	OUT_DB_ERROR,    /* could not reserve: the channel will push again */
 	OUT_BUSY,        /* over a concurrency limit: 503 */
+	OUT_UNROUTABLE,  /* verified, not this merchant's to apply: kept in unroutable, acked */
 	OUT_COUNT
 };
 
@@ -132,10 +133,10 @@ const char *outcome_name(enum outcome o);
 int ingest_merchants_load(struct ingest *in, char *err, size_t errlen);
 void ingest_merchants_free(struct ingest *in);
 const struct ingest_merchant *ingest_merchant_find(const struct ingest *in, const char *id,
-						   enum channel ch);
+                                                   enum channel ch);
 
 int ingest_pool_init(struct ingest_pool *p, const struct conf_db *cf, int size, char *err,
-		     size_t errlen);
+                     size_t errlen);
 /* Takes a connection, waiting up to wait_ms; NULL when none came free. */
 struct db *ingest_pool_get(struct ingest_pool *p, int wait_ms);
 void ingest_pool_put(struct ingest_pool *p, struct db *db);
@@ -151,11 +152,11 @@ void ingest_flight_free(struct ingest_flight *f);
  * that), 0 when j was parked: its settle is called when the leader lands.
  */
 int ingest_flight_join(struct ingest *in, const char *key, size_t klen, struct ingest_job *j,
-		       struct ingest_flight_entry **e);
+                       struct ingest_flight_entry **e);
 /* The leader's reservation answered (l), or its flow ended without one (l NULL: each parked
  * copy runs by itself); settles the parked copies. */
 void ingest_flight_land(struct ingest *in, struct ingest_flight_entry *e,
-			const struct ingest_landing *l);
+                        const struct ingest_landing *l);
 
 /* The monotonic clock in microseconds, for latencies and queue waits. */
 long long ingest_now_us(void);
@@ -164,11 +165,11 @@ void ingest_handle(struct ingest *in, const struct ingest_req *req, struct inges
 /* Answers and counts a copy parked on a flight whose row exists (l from the leader); since_us
  * is when the copy was complete. */
 void ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
-		      const struct ingest_landing *l, const char *sha, long long since_us,
-		      struct ingest_resp *resp);
+                      const struct ingest_landing *l, const char *sha, long long since_us,
+                      struct ingest_resp *resp);
 /* The channel's failure / success answers. */
 void ingest_answer(enum channel ch, int ok, unsigned status, const char *msg,
-		   struct ingest_resp *resp);
+                   struct ingest_resp *resp);
 
 /* Starts n workers; ingest_work_stop runs what is queued, then ends them. */
 int ingest_work_start(struct ingest *in, int n, char *err, size_t errlen);

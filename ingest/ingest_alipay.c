@@ -52,7 +52,8 @@ ali_sign_content(const struct form *f, int keep_sign_type, char **out, size_t *o
 	for (size_t i = 0; i < f->n; i++) {
 		const struct form_pair *p = &f->pairs[i];
 
-		if (strcmp(p->key, "sign") == 0 || (!keep_sign_type && strcmp(p->key, "sign_type") == 0))
+		if (strcmp(p->key, "sign") == 0 ||
+		    (!keep_sign_type && strcmp(p->key, "sign_type") == 0))
 			continue;
 		v[n++] = p;
 		total += p->klen + 1 + p->vlen + 1;
@@ -83,7 +84,7 @@ done:
 /* ali_verify_rule - whether any merchant key verifies sig over the V1 or V2 string. */
 static int
 ali_verify_rule(const struct ali_merchant *m, const struct form *f, int keep_sign_type,
-		const uint8_t *sig, size_t siglen)
+                const uint8_t *sig, size_t siglen)
 {
 	char *content;
 	size_t clen;
@@ -93,7 +94,8 @@ ali_verify_rule(const struct ali_merchant *m, const struct form *f, int keep_sig
 		return 0;
 	for (int i = 0; i < m->nkeys && i < 4 && !ok; i++)
 		if (m->keys[i] != NULL &&
-		    sig_rsa_sha256_verify(m->keys[i], (const uint8_t *)content, clen, sig, siglen) == 0)
+		    sig_rsa_sha256_verify(m->keys[i], (const uint8_t *)content, clen, sig,
+		                          siglen) == 0)
 			ok = 1;
 	free(content);
 	return ok;
@@ -105,7 +107,7 @@ ali_verify_rule(const struct ali_merchant *m, const struct form *f, int keep_sig
  */
 static enum verr
 ali_field(const struct form *f, const char *key, char *dst, size_t cap, int required, int ascii,
-	  char *reason, size_t rlen)
+          char *reason, size_t rlen)
 {
 	const struct form_pair *p = form_get(f, key);
 
@@ -157,27 +159,27 @@ ali_parse(const struct form *f, int ascii, struct notify *out, char *reason, siz
 	enum verr e;
 
 	if ((e = ali_field(f, "notify_id", out->event_id, sizeof(out->event_id), 1, ascii, reason,
-			   rlen)) ||
+	                   rlen)) ||
 	    (e = ali_field(f, "notify_type", out->event_type, sizeof(out->event_type), 0, ascii,
-			   reason, rlen)))
+	                   reason, rlen)))
 		return e;
 	out->kind = NOTIFY_IGNORED;
 	if (out->event_type[0] != '\0' && strcmp(out->event_type, "trade_status_sync") != 0)
 		return VERR_OK;
 	if ((e = ali_field(f, "trade_status", out->status, sizeof(out->status), 1, ascii, reason,
-			   rlen)))
+	                   rlen)))
 		return e;
 	memcpy(out->currency, "CNY", 4);
 	/* Refund fields make it a refund, whatever the status (TRADE_CLOSED is a full one). */
 	if (fee != NULL && ((biz != NULL && biz->vlen > 0) || (gmt != NULL && gmt->vlen > 0))) {
 		out->kind = NOTIFY_REFUND;
 		out->refund_cumulative = 1;
-		if ((e = ali_field(f, "trade_no", out->channel_trade_no, sizeof(out->channel_trade_no),
-				   1, ascii, reason, rlen)) ||
+		if ((e = ali_field(f, "trade_no", out->channel_trade_no,
+		                   sizeof(out->channel_trade_no), 1, ascii, reason, rlen)) ||
 		    (e = ali_field(f, "out_trade_no", out->out_trade_no, sizeof(out->out_trade_no),
-				   1, ascii, reason, rlen)) ||
+		                   1, ascii, reason, rlen)) ||
 		    (e = ali_field(f, "out_biz_no", out->merchant_refund_no,
-				   sizeof(out->merchant_refund_no), 0, ascii, reason, rlen)) ||
+		                   sizeof(out->merchant_refund_no), 0, ascii, reason, rlen)) ||
 		    (e = ali_amount(f, "refund_fee", &out->amount_minor, reason, rlen)))
 			return e;
 		if (form_get(f, "total_amount") != NULL &&
@@ -191,7 +193,7 @@ ali_parse(const struct form *f, int ascii, struct notify *out, char *reason, siz
 		if ((e = ali_field(f, "gmt_refund", when, sizeof(when), 1, ascii, reason, rlen)))
 			return e;
 		if ((size_t)snprintf(out->refund_no, sizeof(out->refund_no), "%s-%s",
-				     out->channel_trade_no, when) >= sizeof(out->refund_no)) {
+		                     out->channel_trade_no, when) >= sizeof(out->refund_no)) {
 			snprintf(reason, rlen, "trade_no and gmt_refund too long for a refund id");
 			return VERR_BODY;
 		}
@@ -201,19 +203,19 @@ ali_parse(const struct form *f, int ascii, struct notify *out, char *reason, siz
 		return VERR_OK;
 	out->kind = NOTIFY_PAYMENT;
 	if ((e = ali_field(f, "trade_no", out->channel_trade_no, sizeof(out->channel_trade_no), 1,
-			   ascii, reason, rlen)) ||
+	                   ascii, reason, rlen)) ||
 	    (e = ali_field(f, "out_trade_no", out->out_trade_no, sizeof(out->out_trade_no), 1,
-			   ascii, reason, rlen)) ||
+	                   ascii, reason, rlen)) ||
 	    (e = ali_amount(f, "total_amount", &out->amount_minor, reason, rlen)))
 		return e;
 	return VERR_OK;
 }
 
 enum verr
-ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len,
-		 struct notify *out, char *reason, size_t rlen)
+ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, struct notify *out,
+                 char *reason, size_t rlen)
 {
-	const struct form_pair *sign, *stype, *charset, *app;
+	const struct form_pair *sign, *stype, *charset, *app, *seller;
 	uint8_t sig[SIG_RSA_MAX_BYTES];
 	struct form f;
 	char err[96];
@@ -264,21 +266,24 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len,
 		snprintf(reason, rlen, "signature does not verify");
 		goto done;
 	}
-	if ((app = form_get(&f, "app_id")) == NULL || m->app_id[0] == '\0' ||
-	    strcmp(app->val, m->app_id) != 0) {
-		snprintf(reason, rlen, "app_id is not this merchant's");
-		e = VERR_MERCHANT;
+	if ((e = ali_parse(&f, !utf8, out, reason, rlen)) != VERR_OK || out->kind == NOTIFY_IGNORED)
 		goto done;
-	}
-	e = ali_parse(&f, !utf8, out, reason, rlen);
+	/* Authentic, and a payment or refund: it must also be this merchant's. */
+	app = form_get(&f, "app_id");
+	seller = form_get(&f, "seller_id");
+	if (app == NULL || m->app_id[0] == '\0' || strcmp(app->val, m->app_id) != 0)
+		e = notify_unroutable(out, "foreign_app_id");
+	else if (m->seller_id[0] != '\0' &&
+	         (seller == NULL || strcmp(seller->val, m->seller_id) != 0))
+		e = notify_unroutable(out, "foreign_seller_id");
 done:
 	form_free(&f);
 	return e;
 }
 
 int
-ali_sign_notify(EVP_PKEY *alipay_priv, const char *const *keys, const char *const *values,
-		size_t n, char **form_body)
+ali_sign_notify(EVP_PKEY *alipay_priv, const char *const *keys, const char *const *values, size_t n,
+                char **form_body)
 {
 	struct form f = {0};
 	uint8_t *sig = NULL;

@@ -8,6 +8,11 @@
  *    only after the initial lease, so the retrier leaves the first attempt alone.
  * 3. Publish the row id and wait for the delivery report up to the budget; answer success
  *    either way, because the row is durable and the retrier recovers a lost publish.
+ *
+ * A notification that verifies but cannot be applied to this merchant (unroutable: no order
+ * number, another merchant's identity, a test-mode event for a live merchant) is kept in the
+ * unroutable table with one autocommit INSERT, raises an alert when it is new, and is answered
+ * with success, so that the channel neither retries it forever nor disables the endpoint.
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +28,7 @@ const char *
 outcome_name(enum outcome o)
 {
 	static const char *const n[] = {"stored",   "unpublished", "duplicate", "ignored",
-					"rejected", "db_error",    "busy"};
+	                                "rejected", "db_error",    "busy",      "unroutable"};
 
 	return (unsigned)o < OUT_COUNT ? n[o] : "unknown";
 }
@@ -49,7 +54,7 @@ ingest_answer(enum channel ch, int ok, unsigned status, const char *msg, struct 
 			resp->body[0] = '\0';
 		else
 			snprintf(resp->body, sizeof(resp->body),
-				 "{\"code\":\"FAIL\",\"message\":\"%s\"}", msg);
+			         "{\"code\":\"FAIL\",\"message\":\"%s\"}", msg);
 		break;
 	case CH_ALIPAY:
 		/* Alipay reads only the body: exactly "success", anything else re-sends. */
@@ -74,12 +79,12 @@ ingest_verify(const struct ingest_req *req, struct notify *n, char *reason, size
 	switch (req->ch) {
 	case CH_WXPAY:
 		return wx_verify_parse(&req->im->wx, req->hdrs, req->nhdrs, req->body, req->len,
-				       now, n, reason, rlen);
+		                       now, n, reason, rlen);
 	case CH_ALIPAY:
 		return ali_verify_parse(&req->im->ali, req->body, req->len, n, reason, rlen);
 	default:
 		return stripe_verify_parse(&req->im->stripe, req->hdrs, req->nhdrs, req->body,
-					   req->len, now, n, reason, rlen);
+		                           req->len, now, n, reason, rlen);
 	}
 }
 
@@ -93,49 +98,98 @@ static const char *SQL_RESERVE_REFUND =
     "raw_body, body_sha256, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
     "NOW(3) + INTERVAL ? SECOND)";
 
+static const char *SQL_UNROUTABLE =
+    "INSERT INTO unroutable (merchant_id, channel, event_key, event_id, event_type, reason, "
+    "raw_body, body_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+static const char *SQL_UNROUTABLE_ALERT =
+    "INSERT INTO alerts (kind, merchant_id, detail) VALUES ('unroutable', ?, ?)";
+
+/*
+ * ingest_keep - keeps an unroutable notification: one autocommit INSERT on (merchant,
+ * channel, event key), where a duplicate-key error means "already kept", and for a new row an
+ * alert naming the channel, the event and the reason. Returns the class of the first INSERT,
+ * with *id set on DB_OK; a failed alert is logged, not returned, since the row is kept and
+ * the metric still counts it.
+ */
+static enum db_rc
+ingest_keep(struct db *db, const struct ingest_req *req, const struct notify *n, const char *sha,
+            unsigned long long *id)
+{
+	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	const char *key = n->event_id[0] != '\0' ? n->event_id : sha;
+	struct db_in p[8] = {DBI_STR(merchant),
+	                     DBI_STR(ch),
+	                     DBI_STR(key),
+	                     DBI_STR(n->event_id),
+	                     DBI_STR(n->event_type),
+	                     DBI_STR(n->unroutable),
+	                     DBI_BIN(req->body, req->len),
+	                     DBI_STR(sha)};
+	char detail[512], s1[NOTIFY_STR], s2[64];
+	enum db_rc rc;
+
+	if ((rc = db_exec(db, SQL_UNROUTABLE, p, 8, NULL, id)) != DB_OK)
+		return rc;
+	snprintf(detail, sizeof(detail),
+	         "unroutable notification %llu: channel=%s event=%s type=%s reason=%s", *id, ch,
+	         log_safe(s1, sizeof(s1), key), log_safe(s2, sizeof(s2), n->event_type),
+	         n->unroutable);
+	{
+		struct db_in a[2] = {DBI_STR(merchant), DBI_STR(detail)};
+
+		if ((rc = db_exec(db, SQL_UNROUTABLE_ALERT, a, 2, NULL, NULL)) != DB_OK)
+			log_error(
+			    NULL,
+			    "event=alert_failed kind=unroutable channel=%s merchant=%s id=%llu "
+			    "class=%s",
+			    ch, merchant, *id, db_rc_name(rc));
+	}
+	return DB_OK;
+}
+
 /* Reserves the row; returns the db class, with *id set on DB_OK. */
 static enum db_rc
 ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
-	       const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
+               const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
 {
 	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
 	long long lease = in->cf->retry.initial_lease_s;
 
 	if (n->kind == NOTIFY_PAYMENT) {
 		struct db_in p[12] = {DBI_STR(merchant),
-				      DBI_STR(ch),
-				      DBI_STR(n->channel_trade_no),
-				      DBI_STR(n->out_trade_no),
-				      DBI_STR(n->event_id),
-				      DBI_STR(n->event_type),
-				      DBI_STR(n->status),
-				      DBI_STR(amount),
-				      DBI_STR(n->currency),
-				      DBI_BIN(req->body, req->len),
-				      DBI_STR(sha),
-				      DBI_I64(lease)};
+		                      DBI_STR(ch),
+		                      DBI_STR(n->channel_trade_no),
+		                      DBI_STR(n->out_trade_no),
+		                      DBI_STR(n->event_id),
+		                      DBI_STR(n->event_type),
+		                      DBI_STR(n->status),
+		                      DBI_STR(amount),
+		                      DBI_STR(n->currency),
+		                      DBI_BIN(req->body, req->len),
+		                      DBI_STR(sha),
+		                      DBI_I64(lease)};
 		return db_exec(db, SQL_RESERVE_PAY, p, 12, NULL, id);
 	}
 	struct db_in p[14] = {DBI_STR(merchant),
-			      DBI_STR(ch),
-			      DBI_STR(n->refund_no),
-			      DBI_STR(n->channel_trade_no),
-			      DBI_STR(n->out_trade_no),
-			      DBI_STR(n->event_id),
-			      DBI_STR(n->event_type),
-			      DBI_STR(n->status),
-			      DBI_STR(amount),
-			      DBI_I64(n->refund_cumulative ? 1 : 0),
-			      DBI_STR(n->currency),
-			      DBI_BIN(req->body, req->len),
-			      DBI_STR(sha),
-			      DBI_I64(lease)};
+	                      DBI_STR(ch),
+	                      DBI_STR(n->refund_no),
+	                      DBI_STR(n->channel_trade_no),
+	                      DBI_STR(n->out_trade_no),
+	                      DBI_STR(n->event_id),
+	                      DBI_STR(n->event_type),
+	                      DBI_STR(n->status),
+	                      DBI_STR(amount),
+	                      DBI_I64(n->refund_cumulative ? 1 : 0),
+	                      DBI_STR(n->currency),
+	                      DBI_BIN(req->body, req->len),
+	                      DBI_STR(sha),
+	                      DBI_I64(lease)};
 	return db_exec(db, SQL_RESERVE_REFUND, p, 14, NULL, id);
 }
 
 static void
 ingest_publish(struct ingest *in, const struct ingest_req *req, const struct notify *n,
-	       unsigned long long id, const char *cbid, struct ingest_resp *resp)
+               unsigned long long id, const char *cbid, struct ingest_resp *resp)
 {
 	struct msg_callback m;
 	char key[256], val[512], err[256];
@@ -163,18 +217,18 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 		 * row after its lease if the message never arrives.
 		 */
 		if ((rc = kq_produce(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen, err,
-				     sizeof(err))) == 0) {
+		                     sizeof(err))) == 0) {
 			rc = -1;
 			snprintf(err, sizeof(err), "all brokers down: queued, not waited for");
 		}
 	} else {
 		rc = kq_produce_wait(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen,
-				     (int)in->cf->ingest.publish_budget_ms, err, sizeof(err));
+		                     (int)in->cf->ingest.publish_budget_ms, err, sizeof(err));
 	}
 	metrics_observe_us(in->m.publish_lat, ingest_now_us() - t0);
 	if (rc == 0) {
 		log_info(cbid, "event=published topic=%s publish_ms=%lld", in->topic,
-			 (ingest_now_us() - t0) / 1000);
+		         (ingest_now_us() - t0) / 1000);
 		return;
 	}
 	/* Stored but not published: still a success for the channel; the retrier republishes
@@ -182,7 +236,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	metrics_inc(in->m.publish_failures, 1);
 	resp->outcome = OUT_UNPUBLISHED;
 	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
-		 (ingest_now_us() - t0) / 1000, err);
+	         (ingest_now_us() - t0) / 1000, err);
 }
 
 /* The channel's success answer: WeChat Pay's 204, the others' 200. */
@@ -195,25 +249,72 @@ ingest_ok(enum channel ch, struct ingest_resp *resp)
 /* Answers a copy whose row is known to exist. */
 static void
 ingest_duplicate(enum channel ch, const char *merchant, const char *trade, const char *order,
-		 const char *sha, int coalesced, struct ingest_resp *resp)
+                 const char *sha, int coalesced, struct ingest_resp *resp)
 {
 	resp->outcome = OUT_DUPLICATE;
 	log_info(NULL,
-		 "event=duplicate channel=%s merchant=%s trade=%s order=%s coalesced=%d "
-		 "body_sha256=%s",
-		 channel_name(ch), merchant, trade, order, coalesced, sha);
+	         "event=duplicate channel=%s merchant=%s trade=%s order=%s coalesced=%d "
+	         "body_sha256=%s",
+	         channel_name(ch), merchant, trade, order, coalesced, sha);
 	ingest_ok(ch, resp);
 }
 
 void
 ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
-		 const struct ingest_landing *l, const char *sha, long long since_us,
-		 struct ingest_resp *resp)
+                 const struct ingest_landing *l, const char *sha, long long since_us,
+                 struct ingest_resp *resp)
 {
 	ingest_duplicate(ch, merchant, l->trade, l->order, sha, 1, resp);
 	metrics_inc(in->m.coalesced, 1);
 	metrics_inc(in->m.requests[ch][OUT_DUPLICATE], 1);
 	metrics_observe_us(in->m.request_lat, ingest_now_us() - since_us);
+}
+
+/*
+ * ingest_unroutable - keeps an authentic notification that cannot be applied and answers it:
+ * success once it is kept (new or already), 503 when it could not be stored, so the channel
+ * pushes it again. The copies parked on it are settled like a reservation's.
+ */
+static void
+ingest_unroutable(struct ingest *in, const struct ingest_req *req, const struct notify *n,
+                  struct ingest_resp *resp)
+{
+	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	char s1[NOTIFY_STR], s2[64];
+	unsigned long long id = 0;
+	enum db_rc rc = DB_RETRYABLE;
+	struct db *db;
+
+	log_safe(s1, sizeof(s1), n->event_id[0] != '\0' ? n->event_id : req->sha);
+	log_safe(s2, sizeof(s2), n->event_type);
+	if ((db = ingest_pool_get(&in->pool, 1000)) != NULL) {
+		rc = ingest_keep(db, req, n, req->sha, &id);
+		ingest_pool_put(&in->pool, db);
+	}
+	{
+		struct ingest_landing land = {rc == DB_OK || rc == DB_DUPLICATE, n->valid_from,
+		                              n->valid_to, s1, "-"};
+
+		ingest_flight_land(in, req->flight, &land);
+	}
+	if (rc != DB_OK && rc != DB_DUPLICATE) {
+		resp->outcome = db == NULL ? OUT_BUSY : OUT_DB_ERROR;
+		log_error(NULL,
+		          "event=unroutable_not_kept channel=%s merchant=%s event_id=%s reason=%s "
+		          "class=%s body_len=%zu body_sha256=%s",
+		          ch, merchant, s1, n->unroutable, db == NULL ? "pool" : db_rc_name(rc),
+		          req->len, req->sha);
+		ingest_answer(req->ch, 0, 503, db == NULL ? "busy" : "storage unavailable", resp);
+		return;
+	}
+	resp->outcome = OUT_UNROUTABLE;
+	resp->id = id;
+	log_warn(NULL,
+	         "event=unroutable channel=%s merchant=%s event_id=%s type=%s reason=%s kept=%s "
+	         "id=%llu body_len=%zu body_sha256=%s",
+	         ch, merchant, s1, s2, n->unroutable, rc == DB_OK ? "new" : "already", id, req->len,
+	         req->sha);
+	ingest_ok(req->ch, resp);
 }
 
 void
@@ -242,14 +343,17 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	reason[0] = '\0';
 	ve = ingest_verify(req, &n, reason, sizeof(reason));
 	atomic_fetch_sub(&in->unverified, 1);
-	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED &&
-	    (n.out_trade_no[0] == '\0' ||
-	     (n.kind == NOTIFY_PAYMENT && n.channel_trade_no[0] == '\0') ||
+	/* Authentic, but without an order number it cannot be applied to any order. */
+	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
+	    n.out_trade_no[0] == '\0')
+		notify_unroutable(&n, "no_order");
+	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
+	    ((n.kind == NOTIFY_PAYMENT && n.channel_trade_no[0] == '\0') ||
 	     (n.kind == NOTIFY_REFUND && n.refund_no[0] == '\0'))) {
 		ve = VERR_BODY;
-		snprintf(reason, sizeof(reason), "missing order, trade or refund number");
+		snprintf(reason, sizeof(reason), "missing trade or refund number");
 	}
-	if (ve == VERR_OK && n.kind != NOTIFY_IGNORED &&
+	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
 	    ((scale = money_currency_scale(n.currency)) < 0 ||
 	     money_format(n.amount_minor, scale, amount, sizeof(amount)) < 0)) {
 		ve = VERR_UNSUPPORTED;
@@ -259,32 +363,38 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		metrics_inc(in->m.verify_fail[req->ch][ve <= VERR_UNSUPPORTED ? ve : 0], 1);
 		resp->outcome = OUT_REJECTED;
 		log_warn(NULL,
-			 "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" "
-			 "body_len=%zu body_sha256=%s",
-			 ch, merchant, verr_name(ve), log_safe(s1, sizeof(s1), reason), req->len,
-			 sha);
+		         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" "
+		         "body_len=%zu body_sha256=%s",
+		         ch, merchant, verr_name(ve), log_safe(s1, sizeof(s1), reason), req->len,
+		         sha);
 		ingest_answer(req->ch, 0,
-			      (req->ch == CH_WXPAY &&
-			       (ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP))
-				  ? 401
-				  : 400,
-			      verr_name(ve), resp);
+		              (req->ch == CH_WXPAY &&
+		               (ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP))
+		                  ? 401
+		                  : 400,
+		              verr_name(ve), resp);
 		goto out;
 	}
 	if (n.kind == NOTIFY_IGNORED) {
 		resp->outcome = OUT_IGNORED;
 		log_info(NULL,
-			 "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
-			 "body_sha256=%s",
-			 ch, merchant, log_safe(s1, sizeof(s1), n.event_type), req->len, sha);
+		         "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
+		         "body_sha256=%s",
+		         ch, merchant, log_safe(s1, sizeof(s1), n.event_type), req->len, sha);
 		ingest_ok(req->ch, resp);
+		goto out;
+	}
+
+	if (n.kind == NOTIFY_UNROUTABLE) {
+		ingest_unroutable(in, req, &n, resp);
+		fe = NULL; /* landed there */
 		goto out;
 	}
 
 	if ((db = ingest_pool_get(&in->pool, 1000)) == NULL) {
 		resp->outcome = OUT_BUSY;
 		log_warn(NULL, "event=db_pool_exhausted channel=%s merchant=%s body_sha256=%s", ch,
-			 merchant, sha);
+		         merchant, sha);
 		ingest_answer(req->ch, 0, 503, "busy", resp);
 		goto out;
 	}
@@ -301,7 +411,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	/* The copies parked on this one are answered as soon as the row is known to exist. */
 	{
 		struct ingest_landing land = {rc == DB_OK || rc == DB_DUPLICATE, n.valid_from,
-					      n.valid_to, s1, s2};
+		                              n.valid_to, s1, s2};
 
 		ingest_flight_land(in, fe, &land);
 		fe = NULL;
@@ -314,9 +424,9 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		/* Not stored: the channel's failure answer makes it push again later. */
 		resp->outcome = OUT_DB_ERROR;
 		log_error(NULL,
-			  "event=reserve_failed channel=%s merchant=%s trade=%s class=%s "
-			  "error=\"%s\" body_sha256=%s",
-			  ch, merchant, s1, db_rc_name(rc), reason, sha);
+		          "event=reserve_failed channel=%s merchant=%s trade=%s class=%s "
+		          "error=\"%s\" body_sha256=%s",
+		          ch, merchant, s1, db_rc_name(rc), reason, sha);
 		ingest_answer(req->ch, 0, 503, "storage unavailable", resp);
 		goto out;
 	}
@@ -324,10 +434,10 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	resp->outcome = OUT_STORED;
 	log_cbid(cbid, id, n.kind == NOTIFY_REFUND);
 	log_info(cbid,
-		 "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
-		 "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",
-		 ch, merchant, n.kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
-		 n.currency, req->len, sha, (ingest_now_us() - t0) / 1000);
+	         "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
+	         "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",
+	         ch, merchant, n.kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
+	         n.currency, req->len, sha, (ingest_now_us() - t0) / 1000);
 	ingest_publish(in, req, &n, id, cbid, resp);
 	ingest_ok(req->ch, resp);
 out:

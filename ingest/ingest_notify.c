@@ -22,23 +22,21 @@ const char *
 verr_name(enum verr e)
 {
 	static const char *const names[] = {
-		[VERR_OK] = "ok",
-		[VERR_HEADER] = "header",
-		[VERR_TIMESTAMP] = "timestamp",
-		[VERR_SERIAL] = "serial",
-		[VERR_SIGNATURE] = "signature",
-		[VERR_DECRYPT] = "decrypt",
-		[VERR_BODY] = "body",
-		[VERR_MERCHANT] = "merchant",
-		[VERR_AMOUNT] = "amount",
-		[VERR_UNSUPPORTED] = "unsupported",
+	    [VERR_OK] = "ok",
+	    [VERR_HEADER] = "header",
+	    [VERR_TIMESTAMP] = "timestamp",
+	    [VERR_SERIAL] = "serial",
+	    [VERR_SIGNATURE] = "signature",
+	    [VERR_DECRYPT] = "decrypt",
+	    [VERR_BODY] = "body",
+	    [VERR_AMOUNT] = "amount",
+	    [VERR_UNSUPPORTED] = "unsupported",
 	};
 
 	if ((unsigned)e >= sizeof(names) / sizeof(names[0]))
 		return "unknown";
 	return names[e];
 }
-
 
 void
 notify_init(struct notify *n)
@@ -47,6 +45,23 @@ notify_init(struct notify *n)
 	n->order_total_minor = -1;
 	n->valid_from = INT64_MIN;
 	n->valid_to = INT64_MAX;
+}
+
+enum verr
+notify_unroutable(struct notify *n, const char *why)
+{
+	n->kind = NOTIFY_UNROUTABLE;
+	snprintf(n->unroutable, sizeof(n->unroutable), "%s", why);
+	return VERR_OK;
+}
+
+int
+notify_listed(const char *list, size_t cap, int n, const char *s)
+{
+	for (int i = 0; i < n && i < NOTIFY_LIST_MAX; i++)
+		if (strcmp(list + (size_t)i * cap, s) == 0)
+			return 1;
+	return 0;
 }
 
 int
@@ -64,8 +79,7 @@ notify_copy(char *dst, size_t cap, const char *src, size_t len)
 }
 
 int
-notify_header(const struct http_hdr *h, size_t n, const char *name, const char **val,
-	      size_t *vlen)
+notify_header(const struct http_hdr *h, size_t n, const char *name, const char **val, size_t *vlen)
 {
 	int count = 0;
 
@@ -107,9 +121,9 @@ notify_json_load(const uint8_t *p, size_t n, struct json_t **out, char *reason, 
 	/* jansson's error text quotes the input, so only the position is reported. */
 	if ((j = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &e)) == NULL) {
 		snprintf(reason, rlen, "%s JSON at line %d column %d",
-			 json_error_code(&e) == json_error_duplicate_key ? "duplicated key in"
-									  : "malformed",
-			 e.line, e.column);
+		         json_error_code(&e) == json_error_duplicate_key ? "duplicated key in"
+		                                                         : "malformed",
+		         e.line, e.column);
 		return VERR_BODY;
 	}
 	if (!json_is_object(j)) {
@@ -133,8 +147,8 @@ notify_field(char *buf, size_t len, const char *path, const char *key)
 }
 
 enum verr
-notify_json_str(const struct json_t *obj, const char *path, const char *key, char *dst,
-		size_t cap, int required, char *reason, size_t rlen)
+notify_json_str(const struct json_t *obj, const char *path, const char *key, char *dst, size_t cap,
+                int required, char *reason, size_t rlen)
 {
 	const json_t *v = json_object_get(obj, key);
 	char f[96];
@@ -152,7 +166,7 @@ notify_json_str(const struct json_t *obj, const char *path, const char *key, cha
 	}
 	if (notify_copy(dst, cap, json_string_value(v), json_string_length(v)) != 0) {
 		snprintf(reason, rlen, "%s is too long or has control characters",
-			 notify_field(f, sizeof(f), path, key));
+		         notify_field(f, sizeof(f), path, key));
 		return VERR_BODY;
 	}
 	if (required && dst[0] == '\0') {
@@ -164,7 +178,7 @@ notify_json_str(const struct json_t *obj, const char *path, const char *key, cha
 
 enum verr
 notify_json_amount(const struct json_t *obj, const char *path, const char *key, int64_t *out,
-		   char *reason, size_t rlen)
+                   char *reason, size_t rlen)
 {
 	const json_t *v = json_object_get(obj, key);
 	json_int_t x;

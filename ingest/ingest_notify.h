@@ -19,7 +19,17 @@
 struct form;   /* common/form.h */
 struct json_t; /* jansson */
 
-enum notify_kind { NOTIFY_PAYMENT = 1, NOTIFY_REFUND = 2, NOTIFY_IGNORED = 3 };
+/*
+ * NOTIFY_UNROUTABLE: authentic, and a payment or refund, but not one this merchant can apply:
+ * no order number, or another merchant's (mchid, sub_mchid, appid, app_id, seller_id, Connect
+ * account), or a test-mode event for a live merchant. notify.unroutable says which.
+ */
+enum notify_kind {
+	NOTIFY_PAYMENT = 1,
+	NOTIFY_REFUND = 2,
+	NOTIFY_IGNORED = 3,
+	NOTIFY_UNROUTABLE = 4
+};
 
 /* Why a request was rejected; used for metrics labels (see verr_name()). */
 enum verr {
@@ -30,12 +40,11 @@ enum verr {
 	VERR_SIGNATURE,   /* signature or MAC does not verify, or is not decodable */
 	VERR_DECRYPT,     /* AEAD failure, malformed ciphertext or nonce */
 	VERR_BODY,        /* malformed JSON/form, non-UTF-8, missing field */
-	VERR_MERCHANT,    /* app_id/mchid mismatch */
 	VERR_AMOUNT,      /* amount not a non-negative integer/decimal within MONEY_MAX_MINOR */
 	VERR_UNSUPPORTED, /* sign_type not RSA2, algorithm not AEAD_AES_256_GCM, unknown currency */
 };
-/* "ok", "header", "timestamp", "serial", "signature", "decrypt", "body", "merchant",
- * "amount", "unsupported"; "unknown" for anything else. */
+/* "ok", "header", "timestamp", "serial", "signature", "decrypt", "body", "amount",
+ * "unsupported"; "unknown" for anything else. */
 const char *verr_name(enum verr);
 
 struct http_hdr {
@@ -47,13 +56,19 @@ struct http_hdr {
 #define NOTIFY_BODY_MAX          (1024 * 1024)
 #define NOTIFY_STR               128
 #define NOTIFY_TOLERANCE_DEFAULT 300
+/* Most entries of a merchant's allow-lists (sub_mchids, appids, Connect accounts). */
+#define NOTIFY_LIST_MAX 16
 
 /*
  * One verified notification. Ids are the channels' own: event_id is the WeChat envelope id,
  * the Alipay notify_id or the Stripe evt_ id; channel_trade_no is the WeChat transaction_id,
  * the Alipay trade_no or the Stripe PaymentIntent id (the charge id for a charge without
  * one). For refunds refund_no is the channel's refund id (WeChat refund_id, Alipay out_biz_no
- * or else "<trade_no>-<gmt_refund>", Stripe re_ id or "<charge id>:<amount_refunded>").
+ * or else "<trade_no>-<gmt_refund>", Stripe re_ id or "<charge id>:<amount_refunded>"). One
+ * refund id can come with several statuses (WeChat SUCCESS, ABNORMAL, CLOSED; Stripe
+ * succeeded, failed, canceled): status carries the channel's word verbatim, and the refund
+ * log's unique key includes it, so a status that advances is a new row and a copy of the same
+ * status is a duplicate.
  */
 struct notify {
 	enum notify_kind kind;
@@ -64,7 +79,8 @@ struct notify {
 	char refund_no[NOTIFY_STR];
 	/* Refunds: the merchant's refund request number (wx out_refund_no, alipay out_biz_no). */
 	char merchant_refund_no[NOTIFY_STR];
-	char status[32]; /* trade_state / trade_status / refund_status / stripe status */
+	char status[32];     /* trade_state / trade_status / refund_status / stripe status */
+	char unroutable[32]; /* NOTIFY_UNROUTABLE: the reason (no_order, foreign_mchid, ...) */
 	/* Payment: the amount paid; refund: this refund, or the refunded total when cumulative. */
 	int64_t amount_minor;
 	int refund_cumulative;     /* alipay refund_fee and stripe charge.refunded are totals */
@@ -79,7 +95,12 @@ struct wx_key {
 	EVP_PKEY *pkey;
 };
 struct wx_merchant {
-	char mchid[40]; /* "" disables the mchid check */
+	char mchid[40];    /* direct mode: the notification's mchid; partner mode: a sub_mchid */
+	char sp_mchid[40]; /* partner mode's service provider; "" = partner mode is not ours */
+	char sub_mchids[NOTIFY_LIST_MAX][40]; /* more sub-merchants served in partner mode */
+	int nsub_mchids;
+	char appids[NOTIFY_LIST_MAX][40]; /* allowed app ids; none = not checked */
+	int nappids;
 	uint8_t apiv3_key[32];
 	size_t apiv3_key_len; /* 32; 16 (AES-128) only for the official Go test vector */
 	struct wx_key keys[8];
@@ -88,6 +109,7 @@ struct wx_merchant {
 };
 struct ali_merchant {
 	char app_id[40];
+	char seller_id[40]; /* "" = not checked */
 	EVP_PKEY *keys[4];
 	int nkeys;
 };
@@ -100,6 +122,9 @@ struct stripe_merchant {
 	int nsecrets;
 	int tolerance_s;    /* 300; <= 0 means 300 */
 	char order_key[64]; /* metadata key carrying the order number; "" means "order_id" */
+	char accounts[NOTIFY_LIST_MAX][64]; /* Connect accounts whose events are ours */
+	int naccounts;
+	int test_mode; /* livemode:false events are ours too */
 };
 
 /*
@@ -108,20 +133,20 @@ struct stripe_merchant {
  * VERR_OK *out must not be used.
  */
 enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
-			  const uint8_t *body, size_t len, time_t now, struct notify *out,
-			  char *reason, size_t rlen);
+                          const uint8_t *body, size_t len, time_t now, struct notify *out,
+                          char *reason, size_t rlen);
 enum verr ali_verify_parse(const struct ali_merchant *, const uint8_t *body, size_t len,
-			   struct notify *out, char *reason, size_t rlen);
+                           struct notify *out, char *reason, size_t rlen);
 enum verr stripe_verify_parse(const struct stripe_merchant *, const struct http_hdr *, size_t nhdrs,
-			      const uint8_t *body, size_t len, time_t now, struct notify *out,
-			      char *reason, size_t rlen);
+                              const uint8_t *body, size_t len, time_t now, struct notify *out,
+                              char *reason, size_t rlen);
 
 /*
  * Decrypts the resource of a WeChat notification body into a new buffer *plain (free it)
  * WITHOUT checking the signature: for tests and operator tools only, never for ingest.
  */
 enum verr wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_t len,
-			  uint8_t **plain, size_t *plen, char *reason, size_t rlen);
+                          uint8_t **plain, size_t *plen, char *reason, size_t rlen);
 
 /*
  * Builds Alipay's string to sign from decoded parameters: every parameter except "sign"
@@ -136,14 +161,14 @@ int ali_sign_content(const struct form *params, int keep_sign_type, char **out, 
  * returns 0 or -1; outputs that are char ** are new buffers to free.
  */
 int wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
-		   const char *event_type, const char *resource_plaintext_json, time_t ts,
-		   /* out */ char **body, char hdr_timestamp[24], char hdr_nonce[40],
-		   char **hdr_signature);
+                   const char *event_type, const char *resource_plaintext_json, time_t ts,
+                   /* out */ char **body, char hdr_timestamp[24], char hdr_nonce[40],
+                   char **hdr_signature);
 int ali_sign_notify(EVP_PKEY *alipay_priv, /* params without sign */ const char *const *keys,
-		    const char *const *values, size_t n,
-		    char **form_body /* urlencoded, with sign_type=RSA2&sign=... */);
+                    const char *const *values, size_t n,
+                    char **form_body /* urlencoded, with sign_type=RSA2&sign=... */);
 int stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen,
-		       time_t t, char *hdr, size_t hlen);
+                       time_t t, char *hdr, size_t hlen);
 
 /*
  * keys_*: load merchant keys from files. Each returns 0 or -1 with err naming the file and
@@ -156,7 +181,7 @@ int stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, s
  * keys_stripe_add: an endpoint secret, one trailing newline trimmed.
  */
 int keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
-		size_t errlen);
+                size_t errlen);
 int keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen);
 int keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
 int keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
@@ -170,17 +195,21 @@ void keys_stripe_free(struct stripe_merchant *m);
  * writes reason itself; path/key name the field in messages ("amount" "total").
  */
 void notify_init(struct notify *n);
+/* Marks n unroutable for reason why (a short label); returns VERR_OK. */
+enum verr notify_unroutable(struct notify *n, const char *why);
+/* Whether s is one of the n entries of list (each cap bytes). */
+int notify_listed(const char *list, size_t cap, int n, const char *s);
 int notify_copy(char *dst, size_t cap, const char *src, size_t len);
 enum verr notify_json_load(const uint8_t *p, size_t n, struct json_t **out, char *reason,
-			   size_t rlen);
+                           size_t rlen);
 enum verr notify_json_str(const struct json_t *obj, const char *path, const char *key, char *dst,
-			  size_t cap, int required, char *reason, size_t rlen);
+                          size_t cap, int required, char *reason, size_t rlen);
 enum verr notify_json_amount(const struct json_t *obj, const char *path, const char *key,
-			     int64_t *out, char *reason, size_t rlen);
+                             int64_t *out, char *reason, size_t rlen);
 enum verr notify_currency(const char *code, char dst[4], char *reason, size_t rlen);
 /* How often the header (name case-insensitive) occurs; *val and *vlen get the first occurrence's
  * value with surrounding spaces and tabs trimmed. */
 int notify_header(const struct http_hdr *h, size_t n, const char *name, const char **val,
-		  size_t *vlen);
+                  size_t *vlen);
 
 #endif

@@ -55,12 +55,14 @@ stripe_header(const char *s, size_t n, struct stripe_hdr *h, char *reason, size_
 		vlen = ilen - klen - 1;
 		if (klen == 1 && item[0] == 't') {
 			if (h->have_t || vlen == 0 || vlen > STRIPE_T_DIGITS) {
-				snprintf(reason, rlen, "Stripe-Signature timestamp duplicated or malformed");
+				snprintf(reason, rlen,
+				         "Stripe-Signature timestamp duplicated or malformed");
 				return VERR_HEADER;
 			}
 			for (size_t i = 0; i < vlen; i++) {
 				if (val[i] < '0' || val[i] > '9') {
-					snprintf(reason, rlen, "Stripe-Signature timestamp malformed");
+					snprintf(reason, rlen,
+					         "Stripe-Signature timestamp malformed");
 					return VERR_HEADER;
 				}
 				h->t = h->t * 10 + (val[i] - '0');
@@ -91,21 +93,53 @@ stripe_header(const char *s, size_t n, struct stripe_hdr *h, char *reason, size_
 	return VERR_OK;
 }
 
-/* stripe_order - the order number from metadata[key], or else from fallback (may be NULL). */
+/*
+ * stripe_order - the order number from metadata[key], or else from fallback (may be NULL). An
+ * object without one (a refund made in the Dashboard, a PaymentIntent of an invoice) is
+ * authentic but cannot be applied: unroutable, reason no_order.
+ */
 static enum verr
 stripe_order(const json_t *obj, const char *key, const char *fallback, struct notify *out,
-	     char *reason, size_t rlen)
+             char *reason, size_t rlen)
 {
 	const json_t *md = json_object_get(obj, "metadata");
+	const json_t *v = json_is_object(md) ? json_object_get(md, key) : NULL;
 
-	if (json_is_object(md) && json_is_string(json_object_get(md, key)))
+	if (json_is_string(v) && json_string_length(v) > 0)
 		return notify_json_str(md, "metadata", key, out->out_trade_no,
-				       sizeof(out->out_trade_no), 1, reason, rlen);
-	if (fallback != NULL && json_is_string(json_object_get(obj, fallback)))
+		                       sizeof(out->out_trade_no), 1, reason, rlen);
+	if (fallback != NULL && json_is_string(v = json_object_get(obj, fallback)) &&
+	    json_string_length(v) > 0)
 		return notify_json_str(obj, NULL, fallback, out->out_trade_no,
-				       sizeof(out->out_trade_no), 1, reason, rlen);
-	snprintf(reason, rlen, "missing metadata.%s", key);
-	return VERR_BODY;
+		                       sizeof(out->out_trade_no), 1, reason, rlen);
+	return notify_unroutable(out, "no_order");
+}
+
+/*
+ * stripe_binding - NULL when the event is this merchant's to apply, else the unroutable
+ * reason: an event of a Connect account not on the allow-list, or a test-mode event
+ * (livemode false) for a merchant not in test mode. An event without livemode counts as live.
+ */
+static const char *
+stripe_binding(const struct stripe_merchant *m, const json_t *ev)
+{
+	const json_t *acct = json_object_get(ev, "account");
+
+	if (acct != NULL && !json_is_null(acct) &&
+	    (!json_is_string(acct) || !notify_listed(m->accounts[0], sizeof(m->accounts[0]),
+	                                             m->naccounts, json_string_value(acct))))
+		return "foreign_account";
+	if (json_is_false(json_object_get(ev, "livemode")) && !m->test_mode)
+		return "test_mode";
+	return NULL;
+}
+
+/* stripe_refund_event - whether type carries a Refund object as data.object. */
+static int
+stripe_refund_event(const char *type)
+{
+	return strcmp(type, "refund.created") == 0 || strcmp(type, "refund.updated") == 0 ||
+	       strcmp(type, "refund.failed") == 0 || strcmp(type, "charge.refund.updated") == 0;
 }
 
 /* stripe_ref - copies obj[key] if it is a string, else obj.id: the trade a refund belongs to. */
@@ -119,11 +153,11 @@ stripe_ref(const json_t *obj, const char *key, char *dst, size_t cap, char *reas
 
 static enum verr
 stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *out, char *reason,
-	     size_t rlen)
+             size_t rlen)
 {
 	const char *key = m->order_key[0] != '\0' ? m->order_key : "order_id";
 	const json_t *obj = json_object_get(json_object_get(ev, "data"), "object");
-	const char *type = out->event_type;
+	const char *type = out->event_type, *why;
 	char currency[8], tmp[NOTIFY_STR];
 	enum verr e;
 
@@ -131,10 +165,9 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 	if (strcmp(type, "payment_intent.succeeded") == 0) {
 		out->kind = NOTIFY_PAYMENT;
 	} else if (strcmp(type, "checkout.session.completed") == 0 ||
-		   strcmp(type, "checkout.session.async_payment_succeeded") == 0) {
+	           strcmp(type, "checkout.session.async_payment_succeeded") == 0) {
 		out->kind = NOTIFY_PAYMENT;
-	} else if (strcmp(type, "charge.refunded") == 0 || strcmp(type, "refund.created") == 0 ||
-		   strcmp(type, "refund.updated") == 0) {
+	} else if (strcmp(type, "charge.refunded") == 0 || stripe_refund_event(type)) {
 		out->kind = NOTIFY_REFUND;
 	} else {
 		return VERR_OK;
@@ -143,37 +176,55 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 		snprintf(reason, rlen, "missing data.object");
 		return VERR_BODY;
 	}
+	if (strncmp(type, "checkout.session.", 17) == 0) {
+		/* A delayed payment method completes the session unpaid; wait for the money. */
+		if ((e = notify_json_str(obj, "data.object", "payment_status", out->status,
+		                         sizeof(out->status), 1, reason, rlen)))
+			return e;
+		if (strcmp(out->status, "paid") != 0) {
+			out->kind = NOTIFY_IGNORED;
+			return VERR_OK;
+		}
+	} else if (stripe_refund_event(type)) {
+		/*
+		 * A refund object's status is final once succeeded, failed or canceled (a
+		 * succeeded refund can still fail later); pending and requires_action move no
+		 * money yet. The status goes to the processor verbatim.
+		 */
+		if ((e = notify_json_str(obj, "data.object", "status", out->status,
+		                         sizeof(out->status), 1, reason, rlen)))
+			return e;
+		if (strcmp(out->status, "succeeded") != 0 && strcmp(out->status, "failed") != 0 &&
+		    strcmp(out->status, "canceled") != 0) {
+			out->kind = NOTIFY_IGNORED;
+			return VERR_OK;
+		}
+	}
+	if ((why = stripe_binding(m, ev)) != NULL)
+		return notify_unroutable(out, why);
 	if ((e = notify_json_str(obj, "data.object", "currency", currency, sizeof(currency), 1,
-				 reason, rlen)) ||
+	                         reason, rlen)) ||
 	    (e = notify_currency(currency, out->currency, reason, rlen)))
 		return e;
 	if (strcmp(type, "payment_intent.succeeded") == 0) {
 		const json_t *recv = json_object_get(obj, "amount_received");
 
 		if ((e = notify_json_str(obj, "data.object", "id", out->channel_trade_no,
-					 sizeof(out->channel_trade_no), 1, reason, rlen)) ||
+		                         sizeof(out->channel_trade_no), 1, reason, rlen)) ||
 		    (e = notify_json_str(obj, "data.object", "status", out->status,
-					 sizeof(out->status), 0, reason, rlen)) ||
+		                         sizeof(out->status), 0, reason, rlen)) ||
 		    (e = notify_json_amount(obj, "data.object",
-					    recv != NULL && !json_is_null(recv) ? "amount_received"
-										  : "amount",
-					    &out->amount_minor, reason, rlen)))
+		                            recv != NULL && !json_is_null(recv) ? "amount_received"
+		                                                                : "amount",
+		                            &out->amount_minor, reason, rlen)))
 			return e;
 		return stripe_order(obj, key, NULL, out, reason, rlen);
 	}
 	if (strncmp(type, "checkout.session.", 17) == 0) {
-		/* A delayed payment method completes the session unpaid; wait for the money. */
-		if ((e = notify_json_str(obj, "data.object", "payment_status", out->status,
-					 sizeof(out->status), 1, reason, rlen)))
-			return e;
-		if (strcmp(out->status, "paid") != 0) {
-			out->kind = NOTIFY_IGNORED;
-			return VERR_OK;
-		}
 		if ((e = stripe_ref(obj, "payment_intent", out->channel_trade_no,
-				    sizeof(out->channel_trade_no), reason, rlen)) ||
+		                    sizeof(out->channel_trade_no), reason, rlen)) ||
 		    (e = notify_json_amount(obj, "data.object", "amount_total", &out->amount_minor,
-					    reason, rlen)))
+		                            reason, rlen)))
 			return e;
 		return stripe_order(obj, key, "client_reference_id", out, reason, rlen);
 	}
@@ -181,51 +232,45 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 		/* amount_refunded is cumulative; charge id plus that amount names this state. */
 		out->refund_cumulative = 1;
 		if ((e = notify_json_str(obj, "data.object", "id", tmp, sizeof(tmp), 1, reason,
-					 rlen)) ||
+		                         rlen)) ||
 		    (e = notify_json_amount(obj, "data.object", "amount_refunded",
-					    &out->amount_minor, reason, rlen)) ||
+		                            &out->amount_minor, reason, rlen)) ||
 		    (e = notify_json_str(obj, "data.object", "status", out->status,
-					 sizeof(out->status), 0, reason, rlen)))
+		                         sizeof(out->status), 0, reason, rlen)))
 			return e;
 		if (json_is_integer(json_object_get(obj, "amount")) &&
 		    (e = notify_json_amount(obj, "data.object", "amount", &out->order_total_minor,
-					    reason, rlen)))
+		                            reason, rlen)))
 			return e;
 		if ((size_t)snprintf(out->refund_no, sizeof(out->refund_no), "%s:%lld", tmp,
-				     (long long)out->amount_minor) >= sizeof(out->refund_no)) {
+		                     (long long)out->amount_minor) >= sizeof(out->refund_no)) {
 			snprintf(reason, rlen, "data.object.id too long for a refund id");
 			return VERR_BODY;
 		}
 		/* A charge made without a PaymentIntent is its own trade. */
 		if ((e = stripe_ref(obj, "payment_intent", out->channel_trade_no,
-				    sizeof(out->channel_trade_no), reason, rlen)))
+		                    sizeof(out->channel_trade_no), reason, rlen)))
 			return e;
 		return stripe_order(obj, key, NULL, out, reason, rlen);
 	}
-	/* refund.created / refund.updated: only a succeeded refund moves money. */
-	if ((e = notify_json_str(obj, "data.object", "status", out->status, sizeof(out->status), 1,
-				 reason, rlen)))
-		return e;
-	if (strcmp(out->status, "succeeded") != 0) {
-		out->kind = NOTIFY_IGNORED;
-		return VERR_OK;
-	}
-	if ((e = notify_json_str(obj, "data.object", "id", out->refund_no, sizeof(out->refund_no), 1,
-				 reason, rlen)) ||
+	/* A refund object: this refund's own amount, not a total. */
+	if ((e = notify_json_str(obj, "data.object", "id", out->refund_no, sizeof(out->refund_no),
+	                         1, reason, rlen)) ||
 	    (e = notify_json_amount(obj, "data.object", "amount", &out->amount_minor, reason,
-				    rlen)) ||
-	    (e = stripe_ref(obj, json_is_string(json_object_get(obj, "payment_intent"))
-					 ? "payment_intent"
-					 : "charge",
-			    out->channel_trade_no, sizeof(out->channel_trade_no), reason, rlen)))
+	                            rlen)) ||
+	    (e = stripe_ref(obj,
+	                    json_is_string(json_object_get(obj, "payment_intent"))
+	                        ? "payment_intent"
+	                        : "charge",
+	                    out->channel_trade_no, sizeof(out->channel_trade_no), reason, rlen)))
 		return e;
 	return stripe_order(obj, key, NULL, out, reason, rlen);
 }
 
 enum verr
 stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs, size_t nhdrs,
-		    const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
-		    size_t rlen)
+                    const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
+                    size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
 	uint8_t mac[SIG_SHA256_LEN];
@@ -248,7 +293,9 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
 	if ((count = notify_header(hdrs, nhdrs, "Stripe-Signature", &v, &vlen)) != 1 || vlen == 0 ||
 	    vlen > STRIPE_HEADER_MAX) {
 		snprintf(reason, rlen, "%s Stripe-Signature header",
-			 count > 1 ? "duplicated" : count == 0 || vlen == 0 ? "missing" : "oversized");
+		         count > 1                 ? "duplicated"
+		         : count == 0 || vlen == 0 ? "missing"
+		                                   : "oversized");
 		return VERR_HEADER;
 	}
 	if ((e = stripe_header(v, vlen, &h, reason, rlen)) != VERR_OK)
@@ -269,7 +316,7 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
 	}
 	if ((int64_t)now - h.t > tol) {
 		snprintf(reason, rlen, "Stripe-Signature timestamp %lld s old, tolerance %d s",
-			 (long long)((int64_t)now - h.t), tol);
+		         (long long)((int64_t)now - h.t), tol);
 		return VERR_TIMESTAMP;
 	}
 	out->valid_to = h.t + tol;
@@ -277,9 +324,9 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
 		return e;
 	/* Events without a type (the SDK test payload) are authentic but carry nothing for us. */
 	if ((e = notify_json_str(ev, NULL, "id", out->event_id, sizeof(out->event_id), 1, reason,
-				 rlen)) ||
+	                         rlen)) ||
 	    (e = notify_json_str(ev, NULL, "type", out->event_type, sizeof(out->event_type), 0,
-				 reason, rlen)))
+	                         reason, rlen)))
 		goto done;
 	e = stripe_parse(m, ev, out, reason, rlen);
 done:
@@ -289,7 +336,7 @@ done:
 
 int
 stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen, time_t t,
-		   char *hdr, size_t hlen)
+                   char *hdr, size_t hlen)
 {
 	uint8_t mac[SIG_SHA256_LEN];
 	char tstr[24], hex[2 * SIG_SHA256_LEN + 1];

@@ -44,7 +44,7 @@ wx_printable(const char *s, size_t n)
 
 static enum verr
 wx_one_header(const struct http_hdr *h, size_t n, const char *name, const char **v, size_t *vlen,
-	      char *reason, size_t rlen)
+              char *reason, size_t rlen)
 {
 	int count = notify_header(h, n, name, v, vlen);
 
@@ -119,7 +119,8 @@ wx_find_key(const struct wx_merchant *m, const char *serial, size_t len)
 
 		if (k->pkey == NULL)
 			continue;
-		if (strncmp(s, "PUB_KEY_ID_", 11) == 0 || strncmp(k->serial, "PUB_KEY_ID_", 11) == 0) {
+		if (strncmp(s, "PUB_KEY_ID_", 11) == 0 ||
+		    strncmp(k->serial, "PUB_KEY_ID_", 11) == 0) {
 			if (strcmp(s, k->serial) == 0)
 				return k;
 		} else if (sig_serial_equal(s, k->serial)) {
@@ -131,8 +132,8 @@ wx_find_key(const struct wx_merchant *m, const char *serial, size_t len)
 
 /* wx_open - decrypts envelope.resource into a new NUL-terminated buffer. */
 static enum verr
-wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t *plen,
-	char *reason, size_t rlen)
+wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t *plen, char *reason,
+        size_t rlen)
 {
 	const json_t *res = json_object_get(env, "resource");
 	char alg[32];
@@ -163,8 +164,8 @@ wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t 
 	noncelen = json_string_length(json_object_get(res, "nonce"));
 	/* A missing associated_data counts as "", as in apache-httpclient. */
 	aad = json_is_string(json_object_get(res, "associated_data"))
-		      ? json_string_value(json_object_get(res, "associated_data"))
-		      : "";
+	          ? json_string_value(json_object_get(res, "associated_data"))
+	          : "";
 	aadlen = strlen(aad);
 	if (m->apiv3_key_len != 16 && m->apiv3_key_len != 32) {
 		snprintf(reason, rlen, "merchant APIv3 key is not 32 bytes");
@@ -190,7 +191,7 @@ wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t 
 		goto done;
 	}
 	if (sig_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, (const uint8_t *)nonce, noncelen,
-				(const uint8_t *)aad, aadlen, raw, rawlen, out, &outlen) != 0) {
+	                        (const uint8_t *)aad, aadlen, raw, rawlen, out, &outlen) != 0) {
 		snprintf(reason, rlen, WX_ALGORITHM " authentication failed");
 		goto done;
 	}
@@ -207,7 +208,7 @@ done:
 
 enum verr
 wx_decrypt_body(const struct wx_merchant *m, const uint8_t *body, size_t len, uint8_t **plain,
-		size_t *plen, char *reason, size_t rlen)
+                size_t *plen, char *reason, size_t rlen)
 {
 	json_t *env;
 	enum verr e;
@@ -220,68 +221,96 @@ wx_decrypt_body(const struct wx_merchant *m, const uint8_t *body, size_t len, ui
 	return e;
 }
 
-/* wx_mchid - the plaintext's mchid (sp_mchid in partner mode) must be the merchant's. */
-static enum verr
-wx_mchid(const struct wx_merchant *m, const json_t *p, char *reason, size_t rlen)
+/* wx_str - p[key] when it is a string, else NULL. */
+static const char *
+wx_str(const json_t *p, const char *key)
 {
-	const json_t *v = json_object_get(p, "mchid");
+	const json_t *v = json_object_get(p, key);
 
-	if (m->mchid[0] == '\0')
-		return VERR_OK;
-	if (v == NULL)
-		v = json_object_get(p, "sp_mchid");
-	if (!json_is_string(v) || strcmp(json_string_value(v), m->mchid) != 0) {
-		snprintf(reason, rlen, "mchid is not this merchant's");
-		return VERR_MERCHANT;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/*
+ * wx_binding - NULL when the plaintext belongs to this merchant, else the unroutable reason.
+ * A direct-mode notification names mchid; a partner-mode one names sp_mchid (the service
+ * provider, which must be the configured one) and sub_mchid (mchid or one of sub_mchids).
+ * With an app id list, a payment's appid (partner mode: sub_appid, else sp_appid) must be on
+ * it; refunds carry no app id.
+ */
+static const char *
+wx_binding(const struct wx_merchant *m, const json_t *p, enum notify_kind kind)
+{
+	const char *sp = wx_str(p, "sp_mchid"), *sub = wx_str(p, "sub_mchid"), *mchid, *app;
+
+	if (sp != NULL || sub != NULL) {
+		if (m->sp_mchid[0] == '\0' || sp == NULL || strcmp(sp, m->sp_mchid) != 0)
+			return "foreign_sp_mchid";
+		if (sub == NULL || (strcmp(sub, m->mchid) != 0 &&
+		                    !notify_listed(m->sub_mchids[0], sizeof(m->sub_mchids[0]),
+		                                   m->nsub_mchids, sub)))
+			return "foreign_sub_mchid";
+		app =
+		    wx_str(p, "sub_appid") != NULL ? wx_str(p, "sub_appid") : wx_str(p, "sp_appid");
+	} else {
+		mchid = wx_str(p, "mchid");
+		if (mchid == NULL || m->mchid[0] == '\0' || strcmp(mchid, m->mchid) != 0)
+			return "foreign_mchid";
+		app = wx_str(p, "appid");
 	}
-	return VERR_OK;
+	if (m->nappids > 0 && (app != NULL || kind == NOTIFY_PAYMENT) &&
+	    (app == NULL || !notify_listed(m->appids[0], sizeof(m->appids[0]), m->nappids, app)))
+		return "foreign_appid";
+	return NULL;
 }
 
 static enum verr
 wx_parse_plain(const struct wx_merchant *m, const uint8_t *plain, size_t plen, struct notify *out,
-	       char *reason, size_t rlen)
+               char *reason, size_t rlen)
 {
 	const json_t *amount;
+	const char *why;
 	char currency[8];
 	json_t *p = NULL;
 	enum verr e;
 
 	if ((e = notify_json_load(plain, plen, &p, reason, rlen)) != VERR_OK)
 		return e;
-	if ((e = wx_mchid(m, p, reason, rlen)) != VERR_OK)
+	if ((why = wx_binding(m, p, out->kind)) != NULL) {
+		e = notify_unroutable(out, why);
 		goto done;
+	}
 	e = VERR_BODY;
 	if (!json_is_object(amount = json_object_get(p, "amount"))) {
 		snprintf(reason, rlen, "missing amount object");
 		goto done;
 	}
 	if ((e = notify_json_str(p, NULL, "transaction_id", out->channel_trade_no,
-				 sizeof(out->channel_trade_no), 1, reason, rlen)) ||
+	                         sizeof(out->channel_trade_no), 1, reason, rlen)) ||
 	    (e = notify_json_str(p, NULL, "out_trade_no", out->out_trade_no,
-				 sizeof(out->out_trade_no), 1, reason, rlen)) ||
+	                         sizeof(out->out_trade_no), 1, reason, rlen)) ||
 	    (e = notify_json_str(amount, "amount", "currency", currency, sizeof(currency), 0,
-				 reason, rlen)))
+	                         reason, rlen)))
 		goto done;
 	if ((e = notify_currency(currency[0] != '\0' ? currency : "CNY", out->currency, reason,
-				 rlen)))
+	                         rlen)))
 		goto done;
 	if (out->kind == NOTIFY_PAYMENT) {
-		if ((e = notify_json_str(p, NULL, "trade_state", out->status, sizeof(out->status), 1,
-					 reason, rlen)) ||
+		if ((e = notify_json_str(p, NULL, "trade_state", out->status, sizeof(out->status),
+		                         1, reason, rlen)) ||
 		    (e = notify_json_amount(amount, "amount", "total", &out->amount_minor, reason,
-					    rlen)))
+		                            rlen)))
 			goto done;
 	} else {
 		if ((e = notify_json_str(p, NULL, "refund_id", out->refund_no,
-					 sizeof(out->refund_no), 1, reason, rlen)) ||
+		                         sizeof(out->refund_no), 1, reason, rlen)) ||
 		    (e = notify_json_str(p, NULL, "out_refund_no", out->merchant_refund_no,
-					 sizeof(out->merchant_refund_no), 1, reason, rlen)) ||
+		                         sizeof(out->merchant_refund_no), 1, reason, rlen)) ||
 		    (e = notify_json_str(p, NULL, "refund_status", out->status, sizeof(out->status),
-					 1, reason, rlen)) ||
+		                         1, reason, rlen)) ||
 		    (e = notify_json_amount(amount, "amount", "refund", &out->amount_minor, reason,
-					    rlen)) ||
+		                            rlen)) ||
 		    (e = notify_json_amount(amount, "amount", "total", &out->order_total_minor,
-					    reason, rlen)))
+		                            reason, rlen)))
 			goto done;
 	}
 	e = VERR_OK;
@@ -292,8 +321,8 @@ done:
 
 enum verr
 wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
-		const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
-		size_t rlen)
+                const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
+                size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
 	uint8_t sig[SIG_RSA_MAX_BYTES], *plain = NULL;
@@ -317,7 +346,7 @@ wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nh
 	skew = (int64_t)now > w.t ? (int64_t)now - w.t : w.t - (int64_t)now;
 	if (skew >= tol) {
 		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
-			 (long long)skew, tol);
+		         (long long)skew, tol);
 		return VERR_TIMESTAMP;
 	}
 	out->valid_from = w.t - tol + 1;
@@ -345,9 +374,9 @@ wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nh
 	if ((e = notify_json_load(body, len, &env, reason, rlen)) != VERR_OK)
 		return e;
 	if ((e = notify_json_str(env, NULL, "id", out->event_id, sizeof(out->event_id), 1, reason,
-				 rlen)) ||
+	                         rlen)) ||
 	    (e = notify_json_str(env, NULL, "event_type", out->event_type, sizeof(out->event_type),
-				 1, reason, rlen)))
+	                         1, reason, rlen)))
 		goto done;
 	if ((e = wx_open(m, env, &plain, &plen, reason, rlen)) != VERR_OK)
 		goto done;
@@ -370,7 +399,8 @@ done:
 static int
 wx_random_text(char *out, size_t n)
 {
-	static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz";
+	static const char alnum[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz";
 	unsigned char r[64];
 
 	if (n > sizeof(r) || RAND_bytes(r, (int)n) != 1)
@@ -383,15 +413,15 @@ wx_random_text(char *out, size_t n)
 
 int
 wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
-	       const char *event_type, const char *resource_plaintext_json, time_t ts, char **body,
-	       char hdr_timestamp[24], char hdr_nonce[40], char **hdr_signature)
+               const char *event_type, const char *resource_plaintext_json, time_t ts, char **body,
+               char hdr_timestamp[24], char hdr_nonce[40], char **hdr_signature)
 {
 	int refund = event_type != NULL && strncmp(event_type, "REFUND.", 7) == 0;
 	const char *otype = refund ? "refund" : "transaction";
 	const char *summary = strcmp(event_type ? event_type : "", "TRANSACTION.SUCCESS") == 0
-				      ? "\xe6\x94\xaf\xe4\xbb\x98\xe6\x88\x90\xe5\x8a\x9f"
-				      : refund ? "\xe9\x80\x80\xe6\xac\xbe\xe9\x80\x9a\xe7\x9f\xa5"
-					       : "notification";
+	                          ? "\xe6\x94\xaf\xe4\xbb\x98\xe6\x88\x90\xe5\x8a\x9f"
+	                      : refund ? "\xe9\x80\x80\xe6\xac\xbe\xe9\x80\x9a\xe7\x9f\xa5"
+	                               : "notification";
 	char gcm_nonce[WX_GCM_NONCE_LEN + 1], id[40], created[40];
 	size_t ptlen, ctlen, siglen;
 	uint8_t *ct = NULL, *sig = NULL;
@@ -420,15 +450,15 @@ wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 		goto done;
 	if ((ct = malloc(ctlen)) == NULL ||
 	    sig_aes_gcm_encrypt(apiv3_key, 32, (const uint8_t *)gcm_nonce, WX_GCM_NONCE_LEN,
-				(const uint8_t *)otype, strlen(otype),
-				(const uint8_t *)resource_plaintext_json, ptlen, ct, &ctlen) != 0 ||
+	                        (const uint8_t *)otype, strlen(otype),
+	                        (const uint8_t *)resource_plaintext_json, ptlen, ct, &ctlen) != 0 ||
 	    (ct64 = sig_b64_encode_alloc(ct, ctlen)) == NULL)
 		goto done;
 	env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id,
-			"create_time", created, "resource_type", "encrypt-resource", "event_type",
-			event_type, "summary", summary, "resource", "original_type", otype,
-			"algorithm", WX_ALGORITHM, "ciphertext", ct64, "associated_data", otype,
-			"nonce", gcm_nonce);
+	                "create_time", created, "resource_type", "encrypt-resource", "event_type",
+	                event_type, "summary", summary, "resource", "original_type", otype,
+	                "algorithm", WX_ALGORITHM, "ciphertext", ct64, "associated_data", otype,
+	                "nonce", gcm_nonce);
 	if (env == NULL || (text = json_dumps(env, JSON_COMPACT)) == NULL)
 		goto done;
 	snprintf(hdr_timestamp, 24, "%lld", (long long)ts);

@@ -33,7 +33,7 @@ load(const char *text, struct cfg_errors *errs, struct conf *cf)
 {
 	char buf[4096];
 
-	snprintf(buf, sizeof(buf), text, secret, secret, secret);
+	snprintf(buf, sizeof(buf), text, secret, secret, secret, secret, secret, secret);
 	write_file(path, buf);
 	return conf_load(path, PROC_INGEST, cf, errs);
 }
@@ -48,9 +48,9 @@ complete_file_is_accepted_with_defaults(void **state)
 
 	(void)state;
 	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"default\"; stripe = { secret_files = "
-				      "[ \"%s\" ]; }; } );\n",
-			      &errs, &cf),
-			 0);
+	                              "[ \"%s\" ]; }; } );\n",
+	                      &errs, &cf),
+	                 0);
 	assert_int_equal(cf.db.port, 23306);
 	assert_int_equal(cf.ingest.max_body_bytes, 65536);
 	assert_int_equal(cf.retry.ladder_s.n, 8);
@@ -98,13 +98,13 @@ out_of_bounds_value_is_an_error(void **state)
 	struct conf cf;
 
 	(void)state;
-	assert_int_equal(load(GOOD_DB "ingest = { listen_port = 70000; max_body_bytes = 10; };\n",
-			      &errs, &cf),
-			 2);
+	assert_int_equal(
+	    load(GOOD_DB "ingest = { listen_port = 70000; max_body_bytes = 10; };\n", &errs, &cf),
+	    2);
 	assert_non_null(strstr(errs.text, ":2: setting 'ingest.listen_port': value 70000 is out of "
-					  "bounds [1, 65535]"));
+	                                  "bounds [1, 65535]"));
 	assert_non_null(strstr(errs.text, "setting 'ingest.max_body_bytes': value 10 is out of "
-					  "bounds [1024, 1048576]"));
+	                                  "bounds [1024, 1048576]"));
 	conf_free(&cf);
 }
 
@@ -127,11 +127,10 @@ missing_secret_file_is_an_error(void **state)
 	struct conf cf;
 
 	(void)state;
-	assert_int_equal(load("database = { password_file = \"/nonexistent/db_password\"; };\n",
-			      &errs, &cf),
-			 1);
+	assert_int_equal(
+	    load("database = { password_file = \"/nonexistent/db_password\"; };\n", &errs, &cf), 1);
 	assert_non_null(strstr(errs.text, ":1: setting 'database.password_file': cannot read "
-					  "file '/nonexistent/db_password': No such file"));
+	                                  "file '/nonexistent/db_password': No such file"));
 	conf_free(&cf);
 }
 
@@ -144,7 +143,7 @@ missing_required_setting_is_an_error(void **state)
 	(void)state;
 	assert_int_equal(load("log_level = \"info\";\n", &errs, &cf), 1);
 	assert_non_null(strstr(errs.text, "setting 'database.password_file': required setting is "
-					  "missing"));
+	                                  "missing"));
 	conf_free(&cf);
 }
 
@@ -156,22 +155,122 @@ merchant_errors_name_the_list_entry(void **state)
 
 	(void)state;
 	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; alipay = { app_id = \"1\"; "
-				      "public_key_files = [ \"/nonexistent.pem\" ]; }; },\n"
-				      "  { id = \"a\"; wxpay = { apiv3_key_file = \"%s\"; }; } );\n",
-			      &errs, &cf),
-			 2);
+	                              "public_key_files = [ \"/nonexistent.pem\" ]; }; },\n"
+	                              "  { id = \"a\"; wxpay = { mchid = \"1900000001\"; "
+	                              "apiv3_key_file = \"%s\"; }; } );\n",
+	                      &errs, &cf),
+	                 2);
 	assert_non_null(strstr(errs.text, "setting 'merchants[0].alipay.public_key_files[0]': "
-					  "cannot read file '/nonexistent.pem'"));
+	                                  "cannot read file '/nonexistent.pem'"));
 	assert_non_null(strstr(errs.text, "setting 'merchants[1].wxpay.keys': must have at least "
-					  "one entry"));
+	                                  "one entry"));
 	conf_free(&cf);
 	/* Cross-setting checks run once every setting is valid. */
-	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
-				      "[ \"%s\" ]; }; },\n"
-				      "  { id = \"a\"; stripe = { secret_files = [ \"%s\" ]; }; } );\n",
-			      &errs, &cf),
-			 1);
+	assert_int_equal(load(GOOD_DB
+	                      "merchants = ( { id = \"a\"; stripe = { secret_files = "
+	                      "[ \"%s\" ]; }; },\n"
+	                      "  { id = \"a\"; stripe = { secret_files = [ \"%s\" ]; }; } );\n",
+	                      &errs, &cf),
+	                 1);
 	assert_non_null(strstr(errs.text, "merchant id 'a' appears twice"));
+	conf_free(&cf);
+}
+
+static void
+merchant_ids_are_checked_with_their_line(void **state)
+{
+	static const char *bad[] = {
+	    "a b", "a|b", "", "x1234567890123456789012345678901234567890123456789012345678901234"};
+	char text[1024], want[600];
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text),
+		         "database = { password_file = \"%%s\"; };\n"
+		         "merchants = (\n  { id = \"ok.shop_1-A\"; stripe = { secret_files = "
+		         "[ \"%%s\" ]; }; },\n  { id = \"%s\";\n    stripe = { secret_files = "
+		         "[ \"%%s\" ]; }; } );\n",
+		         bad[i]);
+		assert_int_equal(load(text, &errs, &cf), 1);
+		snprintf(want, sizeof(want), "%s:4: setting 'merchants[1].id': ", path);
+		if (strstr(errs.text, want) == NULL)
+			fail_msg("id '%s': %s", bad[i], errs.text);
+		conf_free(&cf);
+	}
+	/* 64 characters of the allowed set are fine. */
+	assert_int_equal(
+	    load(GOOD_DB "merchants = ( { id = \"A.b_c-0123456789012345678901234567890123456789"
+	                 "012345678901234567\"; stripe = { secret_files = [ \"%s\" ]; }; } );\n",
+	         &errs, &cf),
+	    0);
+	assert_int_equal(strlen(cf.merchants[0].id), 64);
+	conf_free(&cf);
+}
+
+static void
+wxpay_mchid_is_required_and_binding_settings_load(void **state)
+{
+	char want[600];
+	struct cfg_errors errs;
+	struct conf cf;
+
+	(void)state;
+	assert_int_equal(load(GOOD_DB "merchants = (\n  { id = \"a\";\n"
+	                              "    wxpay = { apiv3_key_file = \"%s\";\n"
+	                              "      keys = ( { file = \"%s\"; } ); }; } );\n",
+	                      &errs, &cf),
+	                 1);
+	/* A missing setting is reported at the line of the group it is missing from. */
+	snprintf(want, sizeof(want),
+	         "%s:4: setting 'merchants[0].wxpay.mchid': required setting is missing", path);
+	if (strstr(errs.text, want) == NULL)
+		fail_msg("%s", errs.text);
+	conf_free(&cf);
+	assert_int_equal(
+	    load(GOOD_DB "merchants = ( { id = \"a\";\n"
+	                 "    wxpay = { mchid = \"1900000001\"; sp_mchid = \"1230000109\";"
+	                 " sub_mchids = [ \"1900000002\", \"1900000003\" ]; appids = [ \"wx1\" ];"
+	                 " apiv3_key_file = \"%s\"; keys = ( { file = \"%s\"; } ); };\n"
+	                 "    alipay = { app_id = \"2021\"; seller_id = \"2088000000000001\";"
+	                 " public_key_files = [ \"%s\" ]; };\n"
+	                 "    stripe = { secret_files = [ \"%s\" ]; test_mode = true;"
+	                 " connect_accounts = [ \"acct_1\" ]; }; } );\n",
+	         &errs, &cf),
+	    0);
+	assert_string_equal(cf.merchants[0].wxpay.sp_mchid, "1230000109");
+	assert_int_equal(cf.merchants[0].wxpay.sub_mchids.n, 2);
+	assert_string_equal(cf.merchants[0].wxpay.appids.v[0], "wx1");
+	assert_string_equal(cf.merchants[0].alipay.seller_id, "2088000000000001");
+	assert_true(cf.merchants[0].stripe.test_mode);
+	assert_string_equal(cf.merchants[0].stripe.connect_accounts.v[0], "acct_1");
+	conf_free(&cf);
+	/* Defaults: no partner mode, no lists, live mode only. */
+	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
+	                              "[ \"%s\" ]; }; } );\n",
+	                      &errs, &cf),
+	                 0);
+	assert_false(cf.merchants[0].stripe.test_mode);
+	assert_int_equal(cf.merchants[0].stripe.connect_accounts.n, 0);
+	conf_free(&cf);
+	/* Sub-merchants without a service provider, and a list entry that is not an id. */
+	assert_int_equal(
+	    load(GOOD_DB "merchants = ( { id = \"a\"; wxpay = { mchid = \"1\"; sub_mchids = "
+	                 "[ \"2\" ]; apiv3_key_file = \"%s\"; keys = ( { file = \"%s\"; } ); };"
+	                 " stripe = { secret_files = [ \"%s\" ]; connect_accounts = [ \"a b\" ]; };"
+	                 " } );\n",
+	         &errs, &cf),
+	    1);
+	assert_non_null(strstr(errs.text, "setting 'merchants[0].stripe.connect_accounts[0]'"));
+	conf_free(&cf);
+	assert_int_equal(
+	    load(GOOD_DB "merchants = ( { id = \"a\"; wxpay = { mchid = \"1\"; sub_mchids = "
+	                 "[ \"2\" ]; apiv3_key_file = \"%s\"; keys = ( { file = \"%s\"; } ); };"
+	                 " } );\n",
+	         &errs, &cf),
+	    1);
+	assert_non_null(strstr(errs.text, "wxpay.sub_mchids needs wxpay.sp_mchid"));
 	conf_free(&cf);
 }
 
@@ -202,6 +301,8 @@ main(void)
 	    cmocka_unit_test(missing_secret_file_is_an_error),
 	    cmocka_unit_test(missing_required_setting_is_an_error),
 	    cmocka_unit_test(merchant_errors_name_the_list_entry),
+	    cmocka_unit_test(merchant_ids_are_checked_with_their_line),
+	    cmocka_unit_test(wxpay_mchid_is_required_and_binding_settings_load),
 	    cmocka_unit_test(secret_is_read_without_trailing_newline),
 	};
 	int rc;

@@ -38,15 +38,15 @@ static const struct {
 	enum verr want;
 	enum notify_kind kind;
 } ali_expect[] = {
-	{"node_trade_status_sync_success", VERR_OK, NOTIFY_PAYMENT},
-	{"node_trade_status_sync_success_no_sign_type", VERR_OK, NOTIFY_PAYMENT},
-	{"node_trade_status_sync_wrong_key", VERR_SIGNATURE, 0},
-	{"node_servicemarket_v2_keep_sign_type", VERR_OK, NOTIFY_IGNORED},
-	{"node_servicemarket_v2_sign_type_absent", VERR_SIGNATURE, 0},
-	{"node_servicemarket_v2_tampered", VERR_SIGNATURE, 0},
-	{"java_rsaCheckV2_rsa2", VERR_BODY, 0},
-	{"java_rsaCheckV2_rsa2_utf8", VERR_BODY, 0},
-	{"java_rsaCheckV2_rsa_sha1", VERR_UNSUPPORTED, 0},
+    {"node_trade_status_sync_success", VERR_OK, NOTIFY_PAYMENT},
+    {"node_trade_status_sync_success_no_sign_type", VERR_OK, NOTIFY_PAYMENT},
+    {"node_trade_status_sync_wrong_key", VERR_SIGNATURE, 0},
+    {"node_servicemarket_v2_keep_sign_type", VERR_OK, NOTIFY_IGNORED},
+    {"node_servicemarket_v2_sign_type_absent", VERR_SIGNATURE, 0},
+    {"node_servicemarket_v2_tampered", VERR_SIGNATURE, 0},
+    {"java_rsaCheckV2_rsa2", VERR_BODY, 0},
+    {"java_rsaCheckV2_rsa2_utf8", VERR_BODY, 0},
+    {"java_rsaCheckV2_rsa_sha1", VERR_UNSUPPORTED, 0},
 };
 
 static void
@@ -59,15 +59,15 @@ params_form(const json_t *params, struct form *f)
 	json_object_foreach((json_t *)params, k, v)
 	{
 		assert_true(json_is_string(v));
-		assert_int_equal(form_add(f, k, strlen(k), json_string_value(v),
-					  json_string_length(v)), 0);
+		assert_int_equal(
+		    form_add(f, k, strlen(k), json_string_value(v), json_string_length(v)), 0);
 	}
 }
 
 /* endpoint - runs ali_verify_parse() and checks the outcome and, if accepted, the fields. */
 static void
 endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, const json_t *params,
-	 enum verr want, enum notify_kind kind)
+         enum verr want, enum notify_kind kind)
 {
 	struct ali_merchant m = {.nkeys = 1};
 	struct notify n;
@@ -92,9 +92,11 @@ endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, const
 	assert_string_equal(n.currency, "CNY");
 	assert_int_equal(money_format(n.amount_minor, 2, amount, sizeof(amount)), 0);
 	assert_string_equal(amount, vec_str(params, "total_amount"));
-	/* A different app_id is refused even with a valid signature. */
+	/* For a different app_id it is authentic but not this merchant's: unroutable. */
 	snprintf(m.app_id, sizeof(m.app_id), "2000000000000000");
-	assert_int_equal(ali_verify_parse(&m, body, len, &n, reason, sizeof(reason)), VERR_MERCHANT);
+	assert_int_equal(ali_verify_parse(&m, body, len, &n, reason, sizeof(reason)), VERR_OK);
+	assert_int_equal(n.kind, NOTIFY_UNROUTABLE);
+	assert_string_equal(n.unroutable, "foreign_app_id");
 }
 
 /* test_case - one case (state is the case object). */
@@ -121,8 +123,8 @@ test_case(void **state)
 		fail_msg("case %s is not in this test's table: decide its outcome", name);
 	if (strcmp(expect, "valid") == 0 || strcmp(expect, "invalid") == 0)
 		assert_int_equal(strcmp(expect, "valid") == 0,
-				 ali_expect[i].want == VERR_OK || ali_expect[i].want == VERR_BODY ||
-					 ali_expect[i].want == VERR_UNSUPPORTED);
+		                 ali_expect[i].want == VERR_OK || ali_expect[i].want == VERR_BODY ||
+		                     ali_expect[i].want == VERR_UNSUPPORTED);
 	snprintf(path, sizeof(path), ALI "%s", vec_str(c, "public_key_file"));
 	assert_non_null(key = vec_pubkey(path, NULL, 0));
 	assert_int_equal(sig_b64_decode(s64, strlen(s64), sig, sizeof(sig), &siglen), 0);
@@ -131,7 +133,8 @@ test_case(void **state)
 	params_form(params, &f);
 	assert_int_equal(ali_sign_content(&f, keep, &content, &clen), 0);
 	if (keep && form_get(&f, "sign_type") == NULL) {
-		/* The expected string carries a sign_type the params lack: the Node re-insertion. */
+		/* The expected string carries a sign_type the params lack: the Node re-insertion.
+		 */
 		assert_string_not_equal(content, want);
 		free(content);
 		assert_int_equal(form_add(&f, "sign_type", 9, "RSA2", 4), 0);
@@ -140,17 +143,17 @@ test_case(void **state)
 	assert_string_equal(content, want);
 	free(content);
 	/* The expected string verifies exactly when the case says valid (SHA-1 only for Java's). */
-	assert_int_equal(sig_rsa_verify_md(key, alg != NULL && strncmp(alg, "SHA1", 4) == 0 ? "SHA1"
-											  : "SHA256",
-					   &part, 1, sig, siglen),
-			 said_valid ? 0 : -1);
+	assert_int_equal(
+	    sig_rsa_verify_md(key, alg != NULL && strncmp(alg, "SHA1", 4) == 0 ? "SHA1" : "SHA256",
+	                      &part, 1, sig, siglen),
+	    said_valid ? 0 : -1);
 	form_free(&f);
 
 	/* The endpoint, on the params form-encoded and on the derived raw body. */
 	params_form(params, &f);
 	assert_non_null(body = form_encode(&f));
 	endpoint(name, (const uint8_t *)body, strlen(body), key, params, ali_expect[i].want,
-		 ali_expect[i].kind);
+	         ali_expect[i].kind);
 	free(body);
 	form_free(&f);
 	if (vec_str(c, "derived_raw_body_file") != NULL) {
@@ -194,8 +197,8 @@ static void
 test_app_cert_serial(void **state)
 {
 	char serial[SIG_SERIAL_MAX];
-	EVP_PKEY *k = vec_pubkey(ALI "java_appCertPublicKey_2021003126695331.crt", serial,
-				 sizeof(serial));
+	EVP_PKEY *k =
+	    vec_pubkey(ALI "java_appCertPublicKey_2021003126695331.crt", serial, sizeof(serial));
 
 	(void)state;
 	assert_non_null(k);
@@ -207,10 +210,10 @@ int
 main(void)
 {
 	static const char *const files[] = {ALI "node_sdk_notify_cases.json",
-					    ALI "java_sdk_rsacheck_cases.json"};
+	                                    ALI "java_sdk_rsacheck_cases.json"};
 	static const struct CMUnitTest fixed[] = {
-		cmocka_unit_test(test_bare_base64_key_is_the_pem_key),
-		cmocka_unit_test(test_app_cert_serial),
+	    cmocka_unit_test(test_bare_base64_key_is_the_pem_key),
+	    cmocka_unit_test(test_app_cert_serial),
 	};
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]), n = nfixed, i;
 	struct CMUnitTest tests[64];

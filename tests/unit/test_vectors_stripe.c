@@ -30,23 +30,15 @@ static const struct {
 	const char *name;
 	enum verr want;
 } st_expect[] = {
-	{"sdk_payload_valid", VERR_OK},
-	{"sdk_payload_multi_v1_second_matches", VERR_OK},
-	{"sdk_payload_v0_present", VERR_OK},
-	{"sdk_payload_only_v0", VERR_HEADER},
-	{"sdk_payload_unknown_keys", VERR_OK},
-	{"sdk_payload_wrong_secret", VERR_SIGNATURE},
-	{"sdk_payload_age_300", VERR_OK},
-	{"sdk_payload_age_301", VERR_TIMESTAMP},
-	{"sdk_payload_future_1000", VERR_OK},
-	{"sdk_payload_uppercase_hex", VERR_OK},
-	{"sdk_payload_missing_t", VERR_HEADER},
-	{"sdk_payload_empty_header", VERR_HEADER},
-	{"sdk_payload_bad_format", VERR_HEADER},
-	{"sdk_payload_body_trailing_lf", VERR_SIGNATURE},
-	{"payment_intent_succeeded", VERR_OK},
-	{"charge_refunded", VERR_OK},
-	{"checkout_session_completed", VERR_OK},
+    {"sdk_payload_valid", VERR_OK},          {"sdk_payload_multi_v1_second_matches", VERR_OK},
+    {"sdk_payload_v0_present", VERR_OK},     {"sdk_payload_only_v0", VERR_HEADER},
+    {"sdk_payload_unknown_keys", VERR_OK},   {"sdk_payload_wrong_secret", VERR_SIGNATURE},
+    {"sdk_payload_age_300", VERR_OK},        {"sdk_payload_age_301", VERR_TIMESTAMP},
+    {"sdk_payload_future_1000", VERR_OK},    {"sdk_payload_uppercase_hex", VERR_OK},
+    {"sdk_payload_missing_t", VERR_HEADER},  {"sdk_payload_empty_header", VERR_HEADER},
+    {"sdk_payload_bad_format", VERR_HEADER}, {"sdk_payload_body_trailing_lf", VERR_SIGNATURE},
+    {"payment_intent_succeeded", VERR_OK},   {"charge_refunded", VERR_OK},
+    {"checkout_session_completed", VERR_OK},
 };
 
 static void
@@ -83,26 +75,27 @@ check_fields(const struct notify *n, const uint8_t *body, size_t len)
 		assert_int_equal(n->kind, NOTIFY_PAYMENT);
 		assert_string_equal(n->channel_trade_no, vec_str(o, "id"));
 		assert_int_equal(n->amount_minor,
-				 json_integer_value(json_object_get(o, "amount_received")));
+		                 json_integer_value(json_object_get(o, "amount_received")));
 	} else if (strcmp(type, "checkout.session.completed") == 0) {
 		assert_int_equal(n->kind, NOTIFY_PAYMENT);
 		assert_string_equal(n->channel_trade_no, vec_str(o, "payment_intent"));
 		assert_int_equal(n->amount_minor,
-				 json_integer_value(json_object_get(o, "amount_total")));
+		                 json_integer_value(json_object_get(o, "amount_total")));
 	} else {
 		assert_string_equal(type, "charge.refunded");
 		assert_int_equal(n->kind, NOTIFY_REFUND);
 		assert_int_equal(n->refund_cumulative, 1);
 		assert_int_equal(n->amount_minor,
-				 json_integer_value(json_object_get(o, "amount_refunded")));
-		assert_int_equal(n->order_total_minor, json_integer_value(json_object_get(o, "amount")));
+		                 json_integer_value(json_object_get(o, "amount_refunded")));
+		assert_int_equal(n->order_total_minor,
+		                 json_integer_value(json_object_get(o, "amount")));
 		snprintf(refund_no, sizeof(refund_no), "%s:%lld", vec_str(o, "id"),
-			 (long long)json_integer_value(json_object_get(o, "amount_refunded")));
+		         (long long)json_integer_value(json_object_get(o, "amount_refunded")));
 		assert_string_equal(n->refund_no, refund_no);
 		/* payment_intent is null in this fixture: the charge is its own trade. */
 		assert_string_equal(n->channel_trade_no, vec_str(o, "payment_intent")
-								 ? vec_str(o, "payment_intent")
-								 : vec_str(o, "id"));
+		                                             ? vec_str(o, "payment_intent")
+		                                             : vec_str(o, "id"));
 	}
 	json_decref(ev);
 }
@@ -113,7 +106,8 @@ test_case(void **state)
 	const json_t *c = *state;
 	const char *name = vec_str(c, "name"), *expect = vec_str(c, "expect");
 	const char *header = vec_str(c, "header"), *secret = vec_str(c, "secret");
-	struct stripe_merchant m = {.nsecrets = 1};
+	/* The vectors' events are test-mode events (livemode false): a test-mode merchant. */
+	struct stripe_merchant m = {.nsecrets = 1, .test_mode = 1};
 	struct http_hdr h = {"Stripe-Signature", header};
 	long long t = 0;
 	struct notify n;
@@ -135,18 +129,30 @@ test_case(void **state)
 	m.secrets[0] = (struct stripe_secret){(uint8_t *)secret, strlen(secret)};
 	m.tolerance_s = (int)json_integer_value(json_object_get(c, "tolerance"));
 	got = stripe_verify_parse(&m, &h, 1, body, len,
-				  (time_t)json_integer_value(json_object_get(c, "now")), &n, reason,
-				  sizeof(reason));
+	                          (time_t)json_integer_value(json_object_get(c, "now")), &n, reason,
+	                          sizeof(reason));
 	if (got != st_expect[i].want)
 		fail_msg("%s: got %s (%s), want %s", name, verr_name(got), reason,
-			 verr_name(st_expect[i].want));
+		         verr_name(st_expect[i].want));
 	if (got == VERR_OK)
 		check_fields(&n, body, len);
+	/* A live merchant keeps such an event but does not apply it. */
+	if (got == VERR_OK && n.kind != NOTIFY_IGNORED) {
+		m.test_mode = 0;
+		assert_int_equal(
+		    stripe_verify_parse(&m, &h, 1, body, len,
+		                        (time_t)json_integer_value(json_object_get(c, "now")), &n,
+		                        reason, sizeof(reason)),
+		    VERR_OK);
+		assert_int_equal(n.kind, NOTIFY_UNROUTABLE);
+		assert_string_equal(n.unroutable, "test_mode");
+	}
 	/* A plain "t=...,v1=<lower hex>" valid header is exactly what our signer writes. */
 	if (got == VERR_OK && sscanf(header, "t=%lld,v1=%*64[0-9a-f]%n", &t, &pos) == 1 &&
 	    header[pos] == '\0') {
-		assert_int_equal(stripe_sign_header((const uint8_t *)secret, strlen(secret), body, len,
-						    (time_t)t, mine, sizeof(mine)), 0);
+		assert_int_equal(stripe_sign_header((const uint8_t *)secret, strlen(secret), body,
+		                                    len, (time_t)t, mine, sizeof(mine)),
+		                 0);
 		assert_string_equal(mine, header);
 	}
 	free(body);

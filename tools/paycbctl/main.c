@@ -5,6 +5,7 @@
  *   paycbctl [-c FILE] [--actor NAME] list [--status pending|done|dead] [--since T] [--limit N]
  *   paycbctl [-c FILE] show ID
  *   paycbctl [-c FILE] dead [--since T] [--limit N]
+ *   paycbctl [-c FILE] unroutable [--since T] [--limit N]
  *   paycbctl [-c FILE] [--actor NAME] replay [--dry-run] ID...
  *   paycbctl [-c FILE] [--actor NAME] replay --all --from T --to T [--dry-run]
  *
@@ -33,6 +34,8 @@ usage(FILE *fp)
 	    "  list [--status pending|done|dead] [--since T] [--limit N]\n"
 	    "  show ID                       all columns; the raw body only as length + sha256\n"
 	    "  dead [--since T] [--limit N]  dead letters\n"
+	    "  unroutable [--since T] [--limit N]\n"
+	    "                                authentic notifications kept, not applied\n"
 	    "  replay [--dry-run] ID...      reset dead rows and publish them on the first\n"
 	    "                                retry step's topic (audited)\n"
 	    "  replay --all --from T --to T [--dry-run]\n\n"
@@ -84,7 +87,7 @@ main(int argc, char **argv)
 	}
 	cmd = argv[optind];
 	if (strcmp(cmd, "list") && strcmp(cmd, "show") && strcmp(cmd, "dead") &&
-	    strcmp(cmd, "replay")) {
+	    strcmp(cmd, "unroutable") && strcmp(cmd, "replay")) {
 		fprintf(stderr, "paycbctl: unknown command '%s'\n", cmd);
 		usage(stderr);
 		return EXIT_USAGE;
@@ -113,6 +116,8 @@ main(int argc, char **argv)
 		rc = ctl_cmd_show(&c, argc, argv);
 	else if (strcmp(cmd, "dead") == 0)
 		rc = ctl_cmd_dead(&c, argc, argv);
+	else if (strcmp(cmd, "unroutable") == 0)
+		rc = ctl_cmd_unroutable(&c, argc, argv);
 	else
 		rc = ctl_cmd_replay(&c, argc, argv);
 	if (c.kp) {

@@ -1,5 +1,5 @@
 /*
- * paycbctl - the SRE tool (docs/paycbctl.md): list, show, dead, replay.
+ * paycbctl - the SRE tool (docs/paycbctl.md): list, show, dead, unroutable, replay.
  *
  * It is not a daemon but reads the same configuration (-c) and reports errors the same way.
  * Read-only commands never print a raw body, only its length and SHA-256. Every replay, dry
@@ -57,6 +57,7 @@ void ctl_error(struct ctl *c, const char *fmt, ...) __attribute__((format(printf
 /* paycbctl_list.c */
 int ctl_cmd_list(struct ctl *c, int argc, char **argv);
 int ctl_cmd_dead(struct ctl *c, int argc, char **argv);
+int ctl_cmd_unroutable(struct ctl *c, int argc, char **argv);
 
 /* paycbctl_show.c */
 int ctl_cmd_show(struct ctl *c, int argc, char **argv);

@@ -1,7 +1,8 @@
 /*
- * paycbctl_list - `list` (callbacks of both logs, newest first) and `dead` (dead letters).
+ * paycbctl_list - `list` (callbacks of both logs, newest first), `dead` (dead letters) and
+ * `unroutable` (authentic notifications kept because they could not be applied).
  *
- * Both print one row per callback with fixed columns; neither reads a raw body.
+ * Each prints one row per notification with fixed columns; none reads a raw body.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -33,6 +34,11 @@ static const char *const sql_dead =
     " FROM refund_callback_log WHERE status = 2 AND COALESCE(dead_at, updated_at) >= ?) x "
     "ORDER BY d DESC, 2 DESC LIMIT ?";
 
+static const char *const sql_unroutable =
+    "SELECT id, merchant_id, channel, reason, event_type, event_id, CAST(created_at AS CHAR), "
+    "IFNULL(LENGTH(raw_body), -1), body_sha256 FROM unroutable WHERE created_at >= ? ORDER BY "
+    "created_at DESC, id DESC LIMIT ?";
+
 struct list_buf {
 	char merchant[65], channel[17], order[129], a[32], b[32], c[40], err[513];
 };
@@ -63,10 +69,28 @@ dead_row(void *arg, struct db_out *o)
 	return 0;
 }
 
-/* list_opts - the options list and dead share; returns 0 or CTL_USAGE. */
+/* unroutable_row - one kept notification: what and why, the body only as length and hash. */
+static int
+unroutable_row(void *arg, struct db_out *o)
+{
+	struct ctl *c = arg;
+	char id[24], type[41], ev[61], len[24];
+
+	snprintf(id, sizeof(id), "un%lld", o[0].i);
+	if (o[7].i < 0)
+		snprintf(len, sizeof(len), "(purged)");
+	else
+		snprintf(len, sizeof(len), "%lld", o[7].i);
+	fprintf(c->out, "%-10s %-23s  %-10s %-7s %-17s %-24s %-32s %8s %s\n", id, o[6].buf,
+	        o[1].buf, o[2].buf, o[3].buf, ctl_clean(type, sizeof(type), o[4].buf),
+	        ctl_clean(ev, sizeof(ev), o[5].buf), len, o[8].buf);
+	return 0;
+}
+
+/* list_opts - the options list, dead and unroutable share; returns 0 or CTL_USAGE. */
 static int
 list_opts(struct ctl *c, int argc, char **argv, int with_status, long long *status, char *since,
-          long long *limit)
+          long long *limit, const char *cmd)
 {
 	static const struct option lo[] = {{"status", required_argument, NULL, 's'},
 	                                   {"since", required_argument, NULL, 't'},
@@ -117,10 +141,10 @@ list_opts(struct ctl *c, int argc, char **argv, int with_status, long long *stat
 	if (optind == argc)
 		return 0;
 usage:
-	ctl_error(c, "usage: %s",
-	          with_status ? "list [--status pending|done|dead] [--since T] "
-	                        "[--limit N]"
-	                      : "dead [--since T] [--limit N]");
+	if (with_status)
+		ctl_error(c, "usage: %s [--status pending|done|dead] [--since T] [--limit N]", cmd);
+	else
+		ctl_error(c, "usage: %s [--since T] [--limit N]", cmd);
 	return CTL_USAGE;
 }
 
@@ -144,7 +168,7 @@ ctl_cmd_list(struct ctl *c, int argc, char **argv)
 	enum db_rc rc;
 	int urc;
 
-	if ((urc = list_opts(c, argc, argv, 1, &status, since, &limit)) != 0)
+	if ((urc = list_opts(c, argc, argv, 1, &status, since, &limit, "list")) != 0)
 		return urc;
 	fprintf(c->out, "%-10s %-8s %5s  %-23s  %-23s  %-10s %-7s %-24s %s\n", "ID", "STATUS",
 	        "RETRY", "CREATED_AT", "NEXT_RETRY_AT", "MERCHANT", "CHANNEL", "OUT_TRADE_NO",
@@ -184,7 +208,7 @@ ctl_cmd_dead(struct ctl *c, int argc, char **argv)
 	char since[32];
 	int urc;
 
-	if ((urc = list_opts(c, argc, argv, 0, &status, since, &limit)) != 0)
+	if ((urc = list_opts(c, argc, argv, 0, &status, since, &limit, "dead")) != 0)
 		return urc;
 	fprintf(c->out, "%-10s %5s  %-23s  %-17s %-23s  %-10s %-7s %-24s %s\n", "ID", "RETRY",
 	        "DEAD_AT", "REASON", "DLQ_SENT_AT", "MERCHANT", "CHANNEL", "OUT_TRADE_NO",
@@ -199,5 +223,42 @@ ctl_cmd_dead(struct ctl *c, int argc, char **argv)
 		}
 	}
 	fprintf(c->out, "(%llu dead letters)\n", rows);
+	return CTL_OK;
+}
+
+int
+ctl_cmd_unroutable(struct ctl *c, int argc, char **argv)
+{
+	char merchant[65], channel[17], reason[33], type[65], ev[129], created[32], sha[65];
+	struct db_out out[9] = {DBO_I64(),
+	                        DBO_STR(merchant, sizeof(merchant)),
+	                        DBO_STR(channel, sizeof(channel)),
+	                        DBO_STR(reason, sizeof(reason)),
+	                        DBO_STR(type, sizeof(type)),
+	                        DBO_STR(ev, sizeof(ev)),
+	                        DBO_STR(created, sizeof(created)),
+	                        DBO_I64(),
+	                        DBO_STR(sha, sizeof(sha))};
+	long long status, limit;
+	unsigned long long rows = 0;
+	char since[32];
+	int urc;
+
+	if ((urc = list_opts(c, argc, argv, 0, &status, since, &limit, "unroutable")) != 0)
+		return urc;
+	fprintf(c->out, "%-10s %-23s  %-10s %-7s %-17s %-24s %-32s %8s %s\n", "ID", "CREATED_AT",
+	        "MERCHANT", "CHANNEL", "REASON", "EVENT_TYPE", "EVENT_ID", "BODY_LEN",
+	        "BODY_SHA256");
+	{
+		struct db_in in[2] = {DBI_STR(since), DBI_I64(limit)};
+		enum db_rc rc =
+		    db_query(&c->db, sql_unroutable, in, 2, out, 9, unroutable_row, c, &rows);
+
+		if (rc != DB_OK) {
+			ctl_error(c, "unroutable: %s", c->db.last_error);
+			return rc == DB_RETRYABLE ? CTL_UNAVAIL : CTL_FAILED;
+		}
+	}
+	fprintf(c->out, "(%llu unroutable notifications)\n", rows);
 	return CTL_OK;
 }
