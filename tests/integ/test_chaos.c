@@ -95,7 +95,7 @@ struct job {
 	int channel; /* 0 wxpay, 1 alipay, 2 stripe */
 	char order[48];
 	char trade[3][48]; /* [0] the payment; then a second payment or a refund id */
-	int nnotes;	   /* notifications: the payment, then each in turn */
+	int nnotes;        /* notifications: the payment, then each in turn */
 	int copies;
 	atomic_int acked[3];
 	atomic_int started; /* a sender took it before the load stopped */
@@ -159,16 +159,16 @@ restart(struct daemon *d, int sig)
 /* stripe_refund - a Stripe refund object event: status, amount in cents, of payment pi */
 static int
 stripe_refund(const struct job *j, struct chan_note *n, const char *type, const char *re,
-	      const char *pi, long long cents, const char *status)
+              const char *pi, long long cents, const char *status)
 {
 	char json[768];
 
 	snprintf(json, sizeof(json),
-		 "{\"id\":\"evt_%s_%s\",\"object\":\"event\",\"type\":\"%s\","
-		 "\"livemode\":true,\"data\":{\"object\":{\"id\":\"%s\",\"object\":"
-		 "\"refund\",\"amount\":%lld,\"currency\":\"usd\",\"status\":\"%s\","
-		 "\"payment_intent\":\"%s\",\"metadata\":{\"order_id\":\"%s\"}}}}",
-		 re, status, type, re, cents, status, pi, j->order);
+	         "{\"id\":\"evt_%s_%s\",\"object\":\"event\",\"type\":\"%s\","
+	         "\"livemode\":true,\"data\":{\"object\":{\"id\":\"%s\",\"object\":"
+	         "\"refund\",\"amount\":%lld,\"currency\":\"usd\",\"status\":\"%s\","
+	         "\"payment_intent\":\"%s\",\"metadata\":{\"order_id\":\"%s\"}}}}",
+	         re, status, type, re, cents, status, pi, j->order);
 	return chan_stripe_note(n, K.stripe_new, json, time(NULL));
 }
 
@@ -179,11 +179,11 @@ wx_refund(const struct job *j, struct chan_note *n, const char *status)
 	char plain[768], event[32];
 
 	snprintf(plain, sizeof(plain),
-		 "{\"mchid\":\"1900000001\",\"out_trade_no\":\"%s\",\"transaction_id\":"
-		 "\"%s\",\"out_refund_no\":\"R%s\",\"refund_id\":\"%s\",\"refund_status\":"
-		 "\"%s\",\"user_received_account\":\"x\",\"amount\":{\"total\":1000,"
-		 "\"refund\":1000,\"payer_total\":1000,\"payer_refund\":1000}}",
-		 j->order, j->trade[0], j->order, j->trade[1], status);
+	         "{\"mchid\":\"1900000001\",\"out_trade_no\":\"%s\",\"transaction_id\":"
+	         "\"%s\",\"out_refund_no\":\"R%s\",\"refund_id\":\"%s\",\"refund_status\":"
+	         "\"%s\",\"user_received_account\":\"x\",\"amount\":{\"total\":1000,"
+	         "\"refund\":1000,\"payer_total\":1000,\"payer_refund\":1000}}",
+	         j->order, j->trade[0], j->order, j->trade[1], status);
 	snprintf(event, sizeof(event), "REFUND.%s", status);
 	return chan_wx_note(&K, n, K.wx_cert_key, K.wx_serial, event, plain, time(NULL));
 }
@@ -198,30 +198,30 @@ build(const struct job *j, int which, struct chan_note *n)
 	case K_BOTH:
 		if (which == 2) { /* the same money as the charge's running total */
 			snprintf(json, sizeof(json),
-				 "{\"id\":\"evt_c%s\",\"object\":\"event\",\"type\":"
-				 "\"charge.refunded\",\"data\":{\"object\":{\"id\":\"ch_%s\","
-				 "\"object\":\"charge\",\"amount\":1000,\"amount_refunded\":"
-				 "1000,\"refunded\":true,\"currency\":\"usd\",\"status\":"
-				 "\"succeeded\",\"payment_intent\":\"%s\",\"metadata\":{"
-				 "\"order_id\":\"%s\"}}}}",
-				 j->trade[1], j->trade[0] + 3, j->trade[0], j->order);
+			         "{\"id\":\"evt_c%s\",\"object\":\"event\",\"type\":"
+			         "\"charge.refunded\",\"data\":{\"object\":{\"id\":\"ch_%s\","
+			         "\"object\":\"charge\",\"amount\":1000,\"amount_refunded\":"
+			         "1000,\"refunded\":true,\"currency\":\"usd\",\"status\":"
+			         "\"succeeded\",\"payment_intent\":\"%s\",\"metadata\":{"
+			         "\"order_id\":\"%s\"}}}}",
+			         j->trade[1], j->trade[0] + 3, j->trade[0], j->order);
 			return chan_stripe_note(n, K.stripe_new, json, time(NULL));
 		}
 		return stripe_refund(j, n, "refund.created", j->trade[1], j->trade[0], 1000,
-				     "succeeded");
+		                     "succeeded");
 	case K_PARTIAL:
 		return stripe_refund(j, n, "refund.created", j->trade[1], j->trade[0], 400,
-				     "succeeded");
+		                     "succeeded");
 	case K_REVERSED:
 		return stripe_refund(j, n, which == 1 ? "refund.created" : "refund.failed",
-				     j->trade[1], j->trade[0], 1000,
-				     which == 1 ? "succeeded" : "failed");
+		                     j->trade[1], j->trade[0], 1000,
+		                     which == 1 ? "succeeded" : "failed");
 	case K_WX_ABNORMAL:
 		return wx_refund(j, n, which == 1 ? "ABNORMAL" : "SUCCESS");
 	case K_TWICE_REFUND:
 		if (which == 2)
-			return stripe_refund(j, n, "refund.created", j->trade[2], j->trade[1],
-					     1000, "succeeded");
+			return stripe_refund(j, n, "refund.created", j->trade[2], j->trade[1], 1000,
+			                     "succeeded");
 		break;
 	default:
 		break;
@@ -548,12 +548,12 @@ quiet(void *arg)
 /* What one order must end with, by the kind of its job. */
 struct want {
 	const char *status;
-	long long refunded;	       /* minor units */
-	int paid;		       /* shipment and points, one each */
-	int refund_min, refund_max;    /* order.refund events */
+	long long refunded;             /* minor units */
+	int paid;                       /* shipment and points, one each */
+	int refund_min, refund_max;     /* order.refund events */
 	int refunded_min, refunded_max; /* order.refunded events */
-	int reversed_max;	       /* order.refund_reversed events */
-	int rr;			       /* refund requests, all in rr_status */
+	int reversed_max;               /* order.refund_reversed events */
+	int rr;                         /* refund requests, all in rr_status */
 	const char *rr_status;
 };
 
@@ -656,30 +656,31 @@ order_facts(struct db *db, const char *order, const char *rr_status, struct fact
 
 	memset(f, 0, sizeof(*f));
 	assert_int_equal(db_query(db,
-				  "SELECT CAST(status AS CHAR), CAST(refunded_amount AS CHAR) FROM "
-				  "orders WHERE merchant_id = 'default' AND out_trade_no = ?",
-				  in, 1, oo, 2, NULL, NULL, &n),
-			 DB_OK);
+	                          "SELECT CAST(status AS CHAR), CAST(refunded_amount AS CHAR) FROM "
+	                          "orders WHERE merchant_id = 'default' AND out_trade_no = ?",
+	                          in, 1, oo, 2, NULL, NULL, &n),
+	                 DB_OK);
 	snprintf(f->status, sizeof(f->status), "%s", n ? st : "missing");
 	f->refunded = minor(f, amount);
 	assert_int_equal(
 	    db_query(db,
-		     "SELECT event_type, COUNT(*), CAST(IFNULL(SUM(CAST(JSON_UNQUOTE(JSON_EXTRACT("
-		     "payload, '$.amount')) AS DECIMAL(18,2))), 0) AS CHAR) FROM order_events "
-		     "WHERE merchant_id = 'default' AND out_trade_no = ? GROUP BY event_type",
-		     in, 1, eo, 3, on_event_type, f, &n),
+	             "SELECT event_type, COUNT(*), CAST(IFNULL(SUM(CAST(JSON_UNQUOTE(JSON_EXTRACT("
+	             "payload, '$.amount')) AS DECIMAL(18,2))), 0) AS CHAR) FROM order_events "
+	             "WHERE merchant_id = 'default' AND out_trade_no = ? GROUP BY event_type",
+	             in, 1, eo, 3, on_event_type, f, &n),
 	    DB_OK);
 	for (int k = 0; k < 4; k++) {
 		static const char *const sts[] = {"REQUESTED", "SUBMITTED", "DONE", "FAILED"};
 		struct db_in rin[2] = {DBI_STR(order), DBI_STR(sts[k])};
 		unsigned long long c = 0;
 
-		assert_int_equal(db_query(db,
-					  "SELECT status, COUNT(*) FROM refund_requests WHERE "
-					  "merchant_id = 'default' AND out_trade_no = ? AND status = ? "
-					  "GROUP BY status",
-					  rin, 2, ro, 2, NULL, NULL, &c),
-				 DB_OK);
+		assert_int_equal(
+		    db_query(db,
+		             "SELECT status, COUNT(*) FROM refund_requests WHERE "
+		             "merchant_id = 'default' AND out_trade_no = ? AND status = ? "
+		             "GROUP BY status",
+		             rin, 2, ro, 2, NULL, NULL, &c),
+		    DB_OK);
 		if (c == 0)
 			continue;
 		f->rr += (int)ro[1].i;
@@ -700,8 +701,8 @@ note_has_row(struct db *db, const struct job *j, int w)
 	if (w == 0 || ((j->kind == K_TWICE || j->kind == K_TWICE_REFUND) && w == 1)) {
 		struct db_in in[1] = {DBI_STR(j->trade[w])};
 
-		return db_query(db, "SELECT id FROM pay_callback_log WHERE channel_trade_no = ?", in,
-				1, out, 1, NULL, NULL, &n) == DB_OK &&
+		return db_query(db, "SELECT id FROM pay_callback_log WHERE channel_trade_no = ?",
+		                in, 1, out, 1, NULL, NULL, &n) == DB_OK &&
 		       n > 0;
 	}
 	/* One refund id can have rows of several statuses: the one this notification said. */
@@ -718,9 +719,9 @@ note_has_row(struct db *db, const struct job *j, int w)
 	struct db_in in[3] = {DBI_STR(no), DBI_STR(status), DBI_STR(status)};
 
 	return db_query(db,
-			"SELECT id FROM refund_callback_log WHERE refund_no = ? AND (? = '' OR "
-			"refund_status = ?)",
-			in, 3, out, 1, NULL, NULL, &n) == DB_OK &&
+	                "SELECT id FROM refund_callback_log WHERE refund_no = ? AND (? = '' OR "
+	                "refund_status = ?)",
+	                in, 3, out, 1, NULL, NULL, &n) == DB_OK &&
 	       n > 0;
 }
 
@@ -757,28 +758,30 @@ invariants_hold_when_quiet(void **state)
 		want_of(j->kind, &w);
 		order_facts(&db, j->order, w.rr_status, &f);
 		/* An effect applied more than once. */
-		long long twice = (f.ship > 1 ? f.ship - 1 : 0) + (f.points > 1 ? f.points - 1 : 0) +
-				  (f.refund > w.refund_max ? f.refund - w.refund_max : 0) +
-				  (f.refunded_ev > w.refunded_max ? f.refunded_ev - w.refunded_max
-								  : 0) +
-				  (f.reversed > w.reversed_max ? f.reversed - w.reversed_max : 0) +
-				  (f.rr > 1 ? f.rr - 1 : 0);
+		long long twice =
+		    (f.ship > 1 ? f.ship - 1 : 0) + (f.points > 1 ? f.points - 1 : 0) +
+		    (f.refund > w.refund_max ? f.refund - w.refund_max : 0) +
+		    (f.refunded_ev > w.refunded_max ? f.refunded_ev - w.refunded_max : 0) +
+		    (f.reversed > w.reversed_max ? f.reversed - w.reversed_max : 0) +
+		    (f.rr > 1 ? f.rr - 1 : 0);
 		/* Anything else not as the kind requires, money first. */
 		int bad = strcmp(f.status, w.status) != 0 || f.refunded != w.refunded ||
-			  f.net != f.refunded || f.bad_amounts != 0 || f.ship != w.paid ||
-			  f.points != w.paid || f.refund < w.refund_min || f.refund > w.refund_max ||
-			  f.refunded_ev < w.refunded_min || f.refunded_ev > w.refunded_max ||
-			  f.reversed > w.reversed_max || f.rr != w.rr || f.rr_in_status != w.rr;
+		          f.net != f.refunded || f.bad_amounts != 0 || f.ship != w.paid ||
+		          f.points != w.paid || f.refund < w.refund_min ||
+		          f.refund > w.refund_max || f.refunded_ev < w.refunded_min ||
+		          f.refunded_ev > w.refunded_max || f.reversed > w.reversed_max ||
+		          f.rr != w.rr || f.rr_in_status != w.rr;
 
 		doubled += twice;
 		wrong += bad;
 		if (bad && wrong <= 20) /* the first few, to start from */
-			printf("# wrong: order %s kind %d status=%s refunded=%lld (events net %lld) "
-			       "shipment=%d points=%d refund=%d refunded=%d reversed=%d "
-			       "refund_requests=%d (%d %s)\n",
-			       j->order, j->kind, f.status, f.refunded, f.net, f.ship, f.points,
-			       f.refund, f.refunded_ev, f.reversed, f.rr, f.rr_in_status,
-			       w.rr_status ? w.rr_status : "-");
+			printf(
+			    "# wrong: order %s kind %d status=%s refunded=%lld (events net %lld) "
+			    "shipment=%d points=%d refund=%d refunded=%d reversed=%d "
+			    "refund_requests=%d (%d %s)\n",
+			    j->order, j->kind, f.status, f.refunded, f.net, f.ship, f.points,
+			    f.refund, f.refunded_ev, f.reversed, f.rr, f.rr_in_status,
+			    w.rr_status ? w.rr_status : "-");
 	}
 	processed = q(&db, "pay_callback_log WHERE status = 1");
 	dead = q(&db, "pay_callback_log WHERE status = 2");
@@ -903,22 +906,21 @@ setup_pipeline(void)
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
 		int r = rand() % 26;
-		static const enum kind by_draw[] = {K_CLOSED,	   K_TWICE,	   K_MISMATCH,
-						    K_FORGED,	   K_REFUND,	   K_PARTIAL,
-						    K_WX_ABNORMAL, K_BOTH,	   K_TWICE_REFUND,
-						    K_REVERSED};
+		static const enum kind by_draw[] = {
+		    K_CLOSED,  K_TWICE,       K_MISMATCH, K_FORGED,       K_REFUND,
+		    K_PARTIAL, K_WX_ABNORMAL, K_BOTH,     K_TWICE_REFUND, K_REVERSED};
 		j->kind = r < (int)(sizeof(by_draw) / sizeof(by_draw[0])) ? by_draw[r] : K_NORMAL;
 		/* The Stripe refund kinds are Stripe's, the ABNORMAL one WeChat Pay's. */
 		j->channel = j->kind == K_WX_ABNORMAL ? 0
-			     : j->kind == K_REFUND || j->kind == K_PARTIAL || j->kind == K_BOTH ||
-				       j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
-				 ? 2
-				 : rand() % 3;
+		             : j->kind == K_REFUND || j->kind == K_PARTIAL || j->kind == K_BOTH ||
+		                     j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
+		                 ? 2
+		                 : rand() % 3;
 		j->nnotes = j->kind == K_TWICE || j->kind == K_REFUND || j->kind == K_PARTIAL ? 2
-			    : j->kind == K_WX_ABNORMAL || j->kind == K_BOTH ||
-				      j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
-				? 3
-				: 1;
+		            : j->kind == K_WX_ABNORMAL || j->kind == K_BOTH ||
+		                    j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
+		                ? 3
+		                : 1;
 		j->copies = 1 + rand() % 3;
 		snprintf(j->order, sizeof(j->order), "%s%d-%d",
 			 j->kind == K_FORGED ? "FORGED" : "C", getpid(), i);
@@ -926,11 +928,11 @@ setup_pipeline(void)
 			 j->channel == 2 ? "pi_" : "T", getpid(), i);
 		/* The second: a payment (paid twice), or the refund's id. */
 		snprintf(j->trade[1], sizeof(j->trade[1]), "%s%d-%d-b",
-			 j->kind == K_TWICE || j->kind == K_TWICE_REFUND
-			     ? (j->channel == 2 ? "pi_" : "T")
-			 : j->channel == 2 ? "re_"
-					   : "5030",
-			 getpid(), i);
+		         j->kind == K_TWICE || j->kind == K_TWICE_REFUND
+		             ? (j->channel == 2 ? "pi_" : "T")
+		         : j->channel == 2 ? "re_"
+		                           : "5030",
+		         getpid(), i);
 		snprintf(j->trade[2], sizeof(j->trade[2]), "re_%d-%d-c", getpid(), i);
 	}
 	return 0;
