@@ -5,7 +5,12 @@
 #                          configuration under var/demo/, start one ingest, two processors
 #                          and one retrier, then let paycb-sim pay DEMO_ORDERS orders
 #                          (default 10,000) over WeChat Pay, Alipay and Stripe with every
-#                          edge case, print the summary and leave the pipeline running
+#                          edge case (the refund and edge states too: WeChat ABNORMAL then
+#                          SUCCESS, both Stripe refund families, a refund failing after
+#                          success, refunds of paid-twice and paid-after-close payments,
+#                          another amount on a closed order, a Dashboard refund and a Connect
+#                          event, both kept unroutable), print the summary with each kind's
+#                          expected outcome and leave the pipeline running
 #   tools/demo.sh stop     `make stop`: SIGTERM each daemon and wait for it
 #   tools/demo.sh status   which daemons run
 #
@@ -13,7 +18,9 @@
 # how long the simulator waits for the outcome), PAYCB_VAR (var). The demo uses the local
 # database and topic prefix of var/paycb.conf (paycb / paycb); every run's orders carry
 # their own run id, so runs never mix. Its processors form the consumer group paycb-demo.
-# Ports: ingest 8480 (admin 8481), processors' admin 8482 and 8484, retrier admin 8483.
+# Ports: DEMO_PORT (8480) for ingest, the next four for ingest's admin (8481), the
+# processors' admin (8482, 8484) and the retrier's admin (8483); set DEMO_PORT to run the demo
+# beside another one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tools/sim/pipeline.sh
@@ -27,7 +34,9 @@ ORDERS=${DEMO_ORDERS:-10000}
 SEED=${DEMO_SEED:-42}
 CONC=${DEMO_CONCURRENCY:-64}
 WAIT=${DEMO_WAIT:-270}
-INGEST_PORT=8480 INGEST_ADMIN=8481 P1_ADMIN=8482 RETRIER_ADMIN=8483 P2_ADMIN=8484
+PORT=${DEMO_PORT:-8480}
+INGEST_PORT=$PORT INGEST_ADMIN=$((PORT + 1)) P1_ADMIN=$((PORT + 2)) RETRIER_ADMIN=$((PORT + 3))
+P2_ADMIN=$((PORT + 4))
 pl_init "$DEMO"
 
 say() { printf 'demo: %s\n' "$*"; }
@@ -62,7 +71,10 @@ cmd_run() {
 	# A previous demo is replaced, not doubled.
 	[[ -z $(ls "$DEMO"/run/*.pid 2>/dev/null) ]] || { say "stopping the previous demo"; pl_stop_all; }
 	for p in $INGEST_PORT $INGEST_ADMIN $P1_ADMIN $RETRIER_ADMIN $P2_ADMIN; do
-		port_free "$p" || { say "port $p is in use; the demo needs 8480-8484 (make stop?)"; exit 1; }
+		port_free "$p" || {
+			say "port $p is in use; the demo needs $INGEST_PORT-$P2_ADMIN (make stop, or DEMO_PORT=...)"
+			exit 1
+		}
 	done
 	deploy/local/services.sh up
 	base=$(deploy/local/services.sh config)
@@ -108,6 +120,13 @@ cmd_run() {
 		--report "$DEMO/sim-report.kv" || rc=$?
 
 	cat <<EOF
+
+The cases by kind above list each kind's expected outcome. The refund kinds also hold for
+every order: refunded_amount is the sum of its distinct refunds that moved money (its
+order.refund events less its order.refund_reversed ones), and no refund request is left
+REQUESTED for a payment whose refund happened. Authentic notifications that cannot be routed
+(dashboard-refund, connect-foreign) are answered success and kept:
+  bin/paycbctl -c $CONF unroutable
 
 ack -> order PAID above includes queueing: ingest accepts notifications faster than two
 processors sharing this machine's cores process them, and Kafka holds the difference. For

@@ -6,10 +6,16 @@
  * restart of every daemon, SIGTERM drains, a processor joining and leaving, the broker and the
  * database killed and restarted, and row locks held past the lock-wait timeout.
  *
+ * Refunds of every kind come too: full and partial Stripe refunds, a WeChat Pay refund
+ * ABNORMAL then SUCCESS, one refund told by both Stripe families, the refund of a second
+ * payment, and a Stripe refund that fails after it succeeded.
+ *
  * When the load stops and the pipeline is quiet, the database and the outbox are checked:
  * every acknowledged notification has a row, every row is done or dead, every paid order has
- * exactly its two order-paid events, every late or second payment exactly one refund request,
- * and no forged request left a row. The figures end with lost = 0 and doubled = 0.
+ * exactly its two order-paid events, every late or second payment exactly one refund request
+ * (DONE once its refund came), every order the refunded amount its refunds moved (and its
+ * order.refund events, less its order.refund_reversed ones, add up to it), and no forged
+ * request left a row. The figures end with lost = 0, doubled = 0 and wrong = 0.
  *
  * PAYCB_CHAOS_SECONDS (default 40) sets the load time and PAYCB_CHAOS_SEED replays a run;
  * `make chaos` runs it for 10 minutes.
@@ -32,6 +38,7 @@
 #include "chan.h"
 #include "harness.h"
 #include "kq.h"
+#include "money.h"
 
 /*
  * The scale-out run (test_scaleout.c builds this file with PAYCB_SCALEOUT) is the same load
@@ -47,7 +54,26 @@
 #define TAG     "chaos"
 #endif
 
-enum kind { K_NORMAL, K_CLOSED, K_TWICE, K_MISMATCH, K_FORGED, K_REFUND, K_NKINDS };
+/*
+ * K_REFUND: Stripe, refunded in full by refund.created; K_PARTIAL: 4.00 of it; K_WX_ABNORMAL:
+ * WeChat Pay REFUND.ABNORMAL then REFUND.SUCCESS of one refund_id; K_BOTH: Stripe
+ * refund.created and charge.refunded for the same 10.00; K_TWICE_REFUND: Stripe paid twice,
+ * the second payment refunded; K_REVERSED: Stripe refund.created, then refund.failed.
+ */
+enum kind {
+	K_NORMAL,
+	K_CLOSED,
+	K_TWICE,
+	K_MISMATCH,
+	K_FORGED,
+	K_REFUND,
+	K_PARTIAL,
+	K_WX_ABNORMAL,
+	K_BOTH,
+	K_TWICE_REFUND,
+	K_REVERSED,
+	K_NKINDS
+};
 enum fault {
 	F_KILL_INGEST,
 	F_KILL_PROCESSOR,
@@ -68,9 +94,10 @@ struct job {
 	enum kind kind;
 	int channel; /* 0 wxpay, 1 alipay, 2 stripe */
 	char order[48];
-	char trade[2][48];
+	char trade[3][48]; /* [0] the payment; then a second payment or a refund id */
+	int nnotes;        /* notifications: the payment, then each in turn */
 	int copies;
-	atomic_int acked[2];
+	atomic_int acked[3];
 	atomic_int started; /* a sender took it before the load stopped */
 };
 
@@ -129,18 +156,75 @@ restart(struct daemon *d, int sig)
 
 /* ---- load ------------------------------------------------------------------------------- */
 
+/* stripe_refund - a Stripe refund object event: status, amount in cents, of payment pi */
+static int
+stripe_refund(const struct job *j, struct chan_note *n, const char *type, const char *re,
+              const char *pi, long long cents, const char *status)
+{
+	char json[768];
+
+	snprintf(json, sizeof(json),
+	         "{\"id\":\"evt_%s_%s\",\"object\":\"event\",\"type\":\"%s\","
+	         "\"livemode\":true,\"data\":{\"object\":{\"id\":\"%s\",\"object\":"
+	         "\"refund\",\"amount\":%lld,\"currency\":\"usd\",\"status\":\"%s\","
+	         "\"payment_intent\":\"%s\",\"metadata\":{\"order_id\":\"%s\"}}}}",
+	         re, status, type, re, cents, status, pi, j->order);
+	return chan_stripe_note(n, K.stripe_new, json, time(NULL));
+}
+
+/* wx_refund - a WeChat Pay refund notification of the whole 10.00, with status */
+static int
+wx_refund(const struct job *j, struct chan_note *n, const char *status)
+{
+	char plain[768], event[32];
+
+	snprintf(plain, sizeof(plain),
+	         "{\"mchid\":\"1900000001\",\"out_trade_no\":\"%s\",\"transaction_id\":"
+	         "\"%s\",\"out_refund_no\":\"R%s\",\"refund_id\":\"%s\",\"refund_status\":"
+	         "\"%s\",\"user_received_account\":\"x\",\"amount\":{\"total\":1000,"
+	         "\"refund\":1000,\"payer_total\":1000,\"payer_refund\":1000}}",
+	         j->order, j->trade[0], j->order, j->trade[1], status);
+	snprintf(event, sizeof(event), "REFUND.%s", status);
+	return chan_wx_note(&K, n, K.wx_cert_key, K.wx_serial, event, plain, time(NULL));
+}
+
 static int
 build(const struct job *j, int which, struct chan_note *n)
 {
-	if (j->kind == K_REFUND && which == 1) {
-		char json[768];
-		snprintf(json, sizeof(json),
-			 "{\"id\":\"evt_r%s\",\"object\":\"event\",\"type\":\"refund.created\","
-			 "\"data\":{\"object\":{\"id\":\"%s\",\"object\":\"refund\",\"amount\":"
-			 "1000,\"currency\":\"usd\",\"status\":\"succeeded\",\"payment_intent\":"
-			 "\"%s\",\"metadata\":{\"order_id\":\"%s\"}}}}",
-			 j->trade[1], j->trade[1], j->trade[0], j->order);
-		return chan_stripe_note(n, K.stripe_new, json, time(NULL));
+	char json[768];
+
+	switch (which == 0 ? K_NORMAL : j->kind) {
+	case K_REFUND:
+	case K_BOTH:
+		if (which == 2) { /* the same money as the charge's running total */
+			snprintf(json, sizeof(json),
+			         "{\"id\":\"evt_c%s\",\"object\":\"event\",\"type\":"
+			         "\"charge.refunded\",\"data\":{\"object\":{\"id\":\"ch_%s\","
+			         "\"object\":\"charge\",\"amount\":1000,\"amount_refunded\":"
+			         "1000,\"refunded\":true,\"currency\":\"usd\",\"status\":"
+			         "\"succeeded\",\"payment_intent\":\"%s\",\"metadata\":{"
+			         "\"order_id\":\"%s\"}}}}",
+			         j->trade[1], j->trade[0] + 3, j->trade[0], j->order);
+			return chan_stripe_note(n, K.stripe_new, json, time(NULL));
+		}
+		return stripe_refund(j, n, "refund.created", j->trade[1], j->trade[0], 1000,
+		                     "succeeded");
+	case K_PARTIAL:
+		return stripe_refund(j, n, "refund.created", j->trade[1], j->trade[0], 400,
+		                     "succeeded");
+	case K_REVERSED:
+		return stripe_refund(j, n, which == 1 ? "refund.created" : "refund.failed",
+		                     j->trade[1], j->trade[0], 1000,
+		                     which == 1 ? "succeeded" : "failed");
+	case K_WX_ABNORMAL:
+		return wx_refund(j, n, which == 1 ? "ABNORMAL" : "SUCCESS");
+	case K_TWICE_REFUND:
+		if (which == 2)
+			return stripe_refund(j, n, "refund.created", j->trade[2], j->trade[1], 1000,
+			                     "succeeded");
+		break;
+	default:
+		break;
 	}
 	const char *trade = j->trade[which];
 	long long fen = j->kind == K_MISMATCH ? 1001 : 1000;
@@ -209,8 +293,9 @@ sender(void *arg)
 			usleep(10 * 1000);
 		for (int c = 0; c < j->copies; c++)
 			deliver(j, 0);
-		if (j->kind == K_TWICE || j->kind == K_REFUND)
-			deliver(j, 1);
+		/* The rest in turn: each is sent once the one before was acknowledged. */
+		for (int w = 1; w < j->nnotes; w++)
+			deliver(j, w);
 	}
 }
 
@@ -460,11 +545,190 @@ quiet(void *arg)
 	       chan_rows(db, "order_events WHERE sent_at IS NULL") == 0;
 }
 
+/* What one order must end with, by the kind of its job. */
+struct want {
+	const char *status;
+	long long refunded;             /* minor units */
+	int paid;                       /* shipment and points, one each */
+	int refund_min, refund_max;     /* order.refund events */
+	int refunded_min, refunded_max; /* order.refunded events */
+	int reversed_max;               /* order.refund_reversed events */
+	int rr;                         /* refund requests, all in rr_status */
+	const char *rr_status;
+};
+
+static void
+want_of(enum kind k, struct want *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->status = "PAID";
+	w->paid = 1;
+	switch (k) {
+	case K_CLOSED:
+		*w = (struct want){"CLOSED", 0, 0, 0, 0, 0, 0, 0, 1, "REQUESTED"};
+		break;
+	case K_MISMATCH:
+		*w = (struct want){"PENDING", 0, 0, 0, 0, 0, 0, 0, 0, NULL};
+		break;
+	case K_TWICE:
+		w->rr = 1;
+		w->rr_status = "REQUESTED";
+		break;
+	case K_TWICE_REFUND:
+		w->rr = 1;
+		w->rr_status = "DONE";
+		break;
+	case K_REFUND:
+	case K_WX_ABNORMAL:
+	case K_BOTH:
+		*w = (struct want){"REFUNDED", 1000, 1, 1, 1, 1, 1, 0, 0, NULL};
+		break;
+	case K_PARTIAL:
+		*w = (struct want){"REFUNDING", 400, 1, 1, 1, 0, 0, 0, 0, NULL};
+		break;
+	case K_REVERSED:
+		/* Its failure may be processed before its success (a retried row is not held
+		 * back by the ordering guard): then no money ever moved. Either way it ends
+		 * PAID with nothing refunded, and its events add up to that. */
+		*w = (struct want){"PAID", 0, 1, 0, 1, 0, 1, 1, 0, NULL};
+		break;
+	default:
+		break;
+	}
+}
+
+/* What one order holds. */
+struct facts {
+	char status[16];
+	long long refunded;
+	int ship, points, refund, refunded_ev, reversed;
+	long long net; /* order.refund amounts less order.refund_reversed amounts */
+	int rr, rr_in_status;
+	int bad_amounts;
+};
+
+static long long
+minor(struct facts *f, const char *text)
+{
+	int64_t v = 0;
+	char err[64];
+
+	if (money_parse_decimal(text, 2, &v, err, sizeof(err)) != 0) {
+		f->bad_amounts++;
+		return 0;
+	}
+	return (long long)v;
+}
+
+static int
+on_event_type(void *arg, struct db_out *o)
+{
+	struct facts *f = arg;
+	int n = (int)o[1].i;
+
+	if (strcmp(o[0].buf, "order.paid.shipment") == 0)
+		f->ship += n;
+	else if (strcmp(o[0].buf, "order.paid.points") == 0)
+		f->points += n;
+	else if (strcmp(o[0].buf, "order.refunded") == 0)
+		f->refunded_ev += n;
+	else if (strcmp(o[0].buf, "order.refund") == 0) {
+		f->refund += n;
+		f->net += minor(f, o[2].buf);
+	} else if (strcmp(o[0].buf, "order.refund_reversed") == 0) {
+		f->reversed += n;
+		f->net -= minor(f, o[2].buf);
+	}
+	return 0;
+}
+
+/* order_facts - the order's status and refunded amount, its events by type and its refund
+ * requests (those in status rr_status counted apart). */
+static void
+order_facts(struct db *db, const char *order, const char *rr_status, struct facts *f)
+{
+	char st[16] = "", amount[48] = "0.00", type[48], sum[48];
+	struct db_in in[1] = {DBI_STR(order)};
+	struct db_out oo[2] = {DBO_STR(st, sizeof(st)), DBO_STR(amount, sizeof(amount))};
+	struct db_out eo[3] = {DBO_STR(type, sizeof(type)), DBO_I64(), DBO_STR(sum, sizeof(sum))};
+	struct db_out ro[2] = {DBO_STR(st, sizeof(st)), DBO_I64()};
+	unsigned long long n = 0;
+
+	memset(f, 0, sizeof(*f));
+	assert_int_equal(db_query(db,
+	                          "SELECT CAST(status AS CHAR), CAST(refunded_amount AS CHAR) FROM "
+	                          "orders WHERE merchant_id = 'default' AND out_trade_no = ?",
+	                          in, 1, oo, 2, NULL, NULL, &n),
+	                 DB_OK);
+	snprintf(f->status, sizeof(f->status), "%s", n ? st : "missing");
+	f->refunded = minor(f, amount);
+	assert_int_equal(
+	    db_query(db,
+	             "SELECT event_type, COUNT(*), CAST(IFNULL(SUM(CAST(JSON_UNQUOTE(JSON_EXTRACT("
+	             "payload, '$.amount')) AS DECIMAL(18,2))), 0) AS CHAR) FROM order_events "
+	             "WHERE merchant_id = 'default' AND out_trade_no = ? GROUP BY event_type",
+	             in, 1, eo, 3, on_event_type, f, &n),
+	    DB_OK);
+	for (int k = 0; k < 4; k++) {
+		static const char *const sts[] = {"REQUESTED", "SUBMITTED", "DONE", "FAILED"};
+		struct db_in rin[2] = {DBI_STR(order), DBI_STR(sts[k])};
+		unsigned long long c = 0;
+
+		assert_int_equal(
+		    db_query(db,
+		             "SELECT status, COUNT(*) FROM refund_requests WHERE "
+		             "merchant_id = 'default' AND out_trade_no = ? AND status = ? "
+		             "GROUP BY status",
+		             rin, 2, ro, 2, NULL, NULL, &c),
+		    DB_OK);
+		if (c == 0)
+			continue;
+		f->rr += (int)ro[1].i;
+		if (rr_status != NULL && strcmp(sts[k], rr_status) == 0)
+			f->rr_in_status += (int)ro[1].i;
+	}
+}
+
+/* note_has_row - whether notification w of job j has its callback row. */
+static int
+note_has_row(struct db *db, const struct job *j, int w)
+{
+	const char *status = "", *no = j->trade[w];
+	char charge[64];
+	unsigned long long n = 0;
+	struct db_out out[1] = {DBO_I64()};
+
+	if (w == 0 || ((j->kind == K_TWICE || j->kind == K_TWICE_REFUND) && w == 1)) {
+		struct db_in in[1] = {DBI_STR(j->trade[w])};
+
+		return db_query(db, "SELECT id FROM pay_callback_log WHERE channel_trade_no = ?",
+		                in, 1, out, 1, NULL, NULL, &n) == DB_OK &&
+		       n > 0;
+	}
+	/* One refund id can have rows of several statuses: the one this notification said. */
+	if (j->kind == K_WX_ABNORMAL) {
+		no = j->trade[1];
+		status = w == 1 ? "ABNORMAL" : "SUCCESS";
+	} else if (j->kind == K_REVERSED) {
+		no = j->trade[1];
+		status = w == 1 ? "succeeded" : "failed";
+	} else if (j->kind == K_BOTH && w == 2) {
+		snprintf(charge, sizeof(charge), "ch_%s:1000", j->trade[0] + 3);
+		no = charge;
+	}
+	struct db_in in[3] = {DBI_STR(no), DBI_STR(status), DBI_STR(status)};
+
+	return db_query(db,
+	                "SELECT id FROM refund_callback_log WHERE refund_no = ? AND (? = '' OR "
+	                "refund_status = ?)",
+	                in, 3, out, 1, NULL, NULL, &n) == DB_OK &&
+	       n > 0;
+}
+
 static void
 invariants_hold_when_quiet(void **state)
 {
 	long long lost = 0, doubled = 0, wrong = 0, unsent = 0, processed, dead;
-	char clause[256];
 	struct db db;
 
 	(void)state;
@@ -475,15 +739,12 @@ invariants_hold_when_quiet(void **state)
 		       chan_rows(&db, "order_events WHERE sent_at IS NULL"));
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
-		long long ev, rr;
+		struct facts f;
+		struct want w;
 
-		for (int w = 0; w < (j->kind == K_TWICE || j->kind == K_REFUND ? 2 : 1); w++) {
-			int refund = j->kind == K_REFUND && w == 1;
-			if (atomic_load(&j->acked[w]) &&
-			    chan_row_id(&db, refund ? "refund_callback_log" : "pay_callback_log",
-					refund ? "refund_no" : "channel_trade_no", j->trade[w]) == 0)
+		for (int k = 0; k < j->nnotes; k++)
+			if (atomic_load(&j->acked[k]) && !note_has_row(&db, j, k))
 				lost++;
-		}
 		/*
 		 * Senders held up by faults fall behind the schedule, and the jobs not yet taken
 		 * when the load stops are never sent: nothing can be expected of their orders.
@@ -494,46 +755,33 @@ invariants_hold_when_quiet(void **state)
 		}
 		if (j->kind == K_FORGED)
 			continue;
-		snprintf(clause, sizeof(clause), "order_events WHERE out_trade_no = '%s'", j->order);
-		ev = q(&db, clause);
-		snprintf(clause, sizeof(clause), "refund_requests WHERE out_trade_no = '%s'",
-			 j->order);
-		rr = q(&db, clause);
-		snprintf(clause, sizeof(clause), "orders WHERE out_trade_no = '%s' AND status = '%s'",
-			 j->order,
-			 j->kind == K_CLOSED	 ? "CLOSED"
-			 : j->kind == K_MISMATCH ? "PENDING"
-			 : j->kind == K_REFUND	 ? "REFUNDED"
-						 : "PAID");
-		long long before = wrong, st_ok = q(&db, clause);
-		if (st_ok != 1)
-			wrong++;
-		switch (j->kind) {
-		case K_NORMAL:
-			doubled += ev > 2 ? ev - 2 : 0;
-			wrong += ev != 2 || rr != 0;
-			break;
-		case K_CLOSED:
-			doubled += rr > 1 ? rr - 1 : 0;
-			wrong += ev != 0 || rr != 1;
-			break;
-		case K_REFUND:
-			/* shipment, points, the refund's order.refund and order.refunded */
-			doubled += ev > 4 ? ev - 4 : 0;
-			wrong += ev != 4 || rr != 0;
-			break;
-		case K_TWICE:
-			doubled += (ev > 2 ? ev - 2 : 0) + (rr > 1 ? rr - 1 : 0);
-			wrong += ev != 2 || rr != 1;
-			break;
-		default:
-			wrong += ev != 0 || rr != 0;
-			break;
-		}
-		if (wrong != before && wrong <= 20) /* the first few, to start from */
-			printf("# wrong: order %s kind %d status_as_expected=%lld events=%lld "
-			       "refund_requests=%lld\n",
-			       j->order, j->kind, st_ok, ev, rr);
+		want_of(j->kind, &w);
+		order_facts(&db, j->order, w.rr_status, &f);
+		/* An effect applied more than once. */
+		long long twice =
+		    (f.ship > 1 ? f.ship - 1 : 0) + (f.points > 1 ? f.points - 1 : 0) +
+		    (f.refund > w.refund_max ? f.refund - w.refund_max : 0) +
+		    (f.refunded_ev > w.refunded_max ? f.refunded_ev - w.refunded_max : 0) +
+		    (f.reversed > w.reversed_max ? f.reversed - w.reversed_max : 0) +
+		    (f.rr > 1 ? f.rr - 1 : 0);
+		/* Anything else not as the kind requires, money first. */
+		int bad = strcmp(f.status, w.status) != 0 || f.refunded != w.refunded ||
+		          f.net != f.refunded || f.bad_amounts != 0 || f.ship != w.paid ||
+		          f.points != w.paid || f.refund < w.refund_min ||
+		          f.refund > w.refund_max || f.refunded_ev < w.refunded_min ||
+		          f.refunded_ev > w.refunded_max || f.reversed > w.reversed_max ||
+		          f.rr != w.rr || f.rr_in_status != w.rr;
+
+		doubled += twice;
+		wrong += bad;
+		if (bad && wrong <= 20) /* the first few, to start from */
+			printf(
+			    "# wrong: order %s kind %d status=%s refunded=%lld (events net %lld) "
+			    "shipment=%d points=%d refund=%d refunded=%d reversed=%d "
+			    "refund_requests=%d (%d %s)\n",
+			    j->order, j->kind, f.status, f.refunded, f.net, f.ship, f.points,
+			    f.refund, f.refunded_ev, f.reversed, f.rr, f.rr_in_status,
+			    w.rr_status ? w.rr_status : "-");
 	}
 	processed = q(&db, "pay_callback_log WHERE status = 1");
 	dead = q(&db, "pay_callback_log WHERE status = 2");
@@ -657,17 +905,35 @@ setup_pipeline(void)
 	jobs = calloc((size_t)njobs, sizeof(*jobs));
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
-		int r = rand() % 20;
-		j->kind = r == 0 ? K_CLOSED : r == 1 ? K_TWICE : r == 2 ? K_MISMATCH
-					     : r == 3 ? K_FORGED : r == 4 ? K_REFUND : K_NORMAL;
-		j->channel = j->kind == K_REFUND ? 2 : rand() % 3;
+		int r = rand() % 26;
+		static const enum kind by_draw[] = {
+		    K_CLOSED,  K_TWICE,       K_MISMATCH, K_FORGED,       K_REFUND,
+		    K_PARTIAL, K_WX_ABNORMAL, K_BOTH,     K_TWICE_REFUND, K_REVERSED};
+		j->kind = r < (int)(sizeof(by_draw) / sizeof(by_draw[0])) ? by_draw[r] : K_NORMAL;
+		/* The Stripe refund kinds are Stripe's, the ABNORMAL one WeChat Pay's. */
+		j->channel = j->kind == K_WX_ABNORMAL ? 0
+		             : j->kind == K_REFUND || j->kind == K_PARTIAL || j->kind == K_BOTH ||
+		                     j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
+		                 ? 2
+		                 : rand() % 3;
+		j->nnotes = j->kind == K_TWICE || j->kind == K_REFUND || j->kind == K_PARTIAL ? 2
+		            : j->kind == K_WX_ABNORMAL || j->kind == K_BOTH ||
+		                    j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
+		                ? 3
+		                : 1;
 		j->copies = 1 + rand() % 3;
 		snprintf(j->order, sizeof(j->order), "%s%d-%d",
 			 j->kind == K_FORGED ? "FORGED" : "C", getpid(), i);
 		snprintf(j->trade[0], sizeof(j->trade[0]), "%s%d-%d-a",
 			 j->channel == 2 ? "pi_" : "T", getpid(), i);
+		/* The second: a payment (paid twice), or the refund's id. */
 		snprintf(j->trade[1], sizeof(j->trade[1]), "%s%d-%d-b",
-			 j->kind == K_REFUND ? "re_" : j->channel == 2 ? "pi_" : "T", getpid(), i);
+		         j->kind == K_TWICE || j->kind == K_TWICE_REFUND
+		             ? (j->channel == 2 ? "pi_" : "T")
+		         : j->channel == 2 ? "re_"
+		                           : "5030",
+		         getpid(), i);
+		snprintf(j->trade[2], sizeof(j->trade[2]), "re_%d-%d-c", getpid(), i);
 	}
 	return 0;
 }

@@ -7,12 +7,13 @@
 #   2. ingest alone: a storm and duplicates leave exactly one row per notification
 #      (--ingest-only); the full expectations of paid-twice must FAIL without a processor,
 #      naming the mismatch, so a scenario that cannot detect a broken pipeline is caught.
-#   3. ingest, a processor and a retrier: each scenario at a small size, channel time
-#      compressed 600x, ladder 1 1 2 s, must exit 0.
+#   3. ingest, a processor and a retrier: each scenario at a small size (the refund and
+#      edge-state ones of issue 16 with two to four orders), channel time compressed 600x,
+#      ladder 1 1 2 s, must exit 0.
 #   4. SIGTERM stops every daemon with status 0.
 #
 # Own database paycb_test_sim_$$, topic prefix and consumer group tsim$$, free ports: it runs
-# beside the demo and the other tests. TAP output. About 40 s (longer in the sanitizer build).
+# beside the demo and the other tests. TAP output. About 60 s (longer in the sanitizer build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tools/sim/pipeline.sh
@@ -103,6 +104,12 @@ check "ingest starts" pl_start ingest "$CONF" paycb-ingest "$INGEST_ADMIN"
 check "ingest is ready" pl_ready "$INGEST_ADMIN" 60
 sim "ingest only: storm of 300 copies, one row" 0 --scenario storm --copies 300 --ingest-only --wait 30
 sim "ingest only: duplicates, one row each" 0 --scenario duplicates --orders 20 --ingest-only --wait 30
+sim "ingest only: a foreign Connect event is kept unroutable, no row" 0 \
+	--scenario connect-foreign --orders 2 --ingest-only --wait 30
+sim "without a processor, refund-paid-twice's expectations are reported unmet" 1 \
+	--scenario refund-paid-twice --orders 2 --wait 4
+check "... naming the refund request that was never made" \
+	test "$(grep -c '^mismatch: order .*refund_requests 0 ' <<<"$OUT")" -eq 2
 sim "without a processor, paid-twice's expectations are reported unmet" 1 \
 	--scenario paid-twice --orders 3 --wait 4
 check "... naming each order's mismatch" \
@@ -121,6 +128,24 @@ sim "refund-partial-full: REFUNDED to the cent" 0 --scenario refund-partial-full
 sim "refund-before-payment: retried until the payment, then REFUNDED" 0 \
 	--scenario refund-before-payment --orders 4 --wait 60
 sim "no-order: dead after the ladder, no order row" 0 --scenario no-order --orders 3 --wait 60
+# The refund and edge states of issue 16, two to four orders each (odd cases take the other
+# variant: the refund first, or in full).
+sim "refund-abnormal: ABNORMAL changes nothing, the SUCCESS that follows refunds once" 0 \
+	--scenario refund-abnormal --orders 2 --wait 60
+sim "refund-stripe-both: both Stripe families in random order count the money once" 0 \
+	--scenario refund-stripe-both --orders 4 --wait 60
+sim "refund-reversed: a Stripe refund failing after success is reversed" 0 \
+	--scenario refund-reversed --orders 4 --wait 60
+sim "refund-paid-twice: the refund settles the second payment's request, in any order" 0 \
+	--scenario refund-paid-twice --orders 4 --wait 60
+sim "refund-paid-after-close: the refund settles the request, in any order" 0 \
+	--scenario refund-paid-after-close --orders 4 --wait 60
+sim "closed-other-amount: a refund request for the amount paid, order CLOSED" 0 \
+	--scenario closed-other-amount --orders 2 --wait 60
+sim "dashboard-refund: kept unroutable, the order untouched" 0 \
+	--scenario dashboard-refund --orders 2 --wait 60
+sim "connect-foreign: kept unroutable, the order never PAID" 0 \
+	--scenario connect-foreign --orders 2 --wait 60
 sim "lost acknowledgements: re-pushed, absorbed" 0 --scenario duplicates --orders 30 --lost 500 --wait 60
 sim "mixed: 300 orders, every edge case" 0 --scenario mixed --orders 300 --wait 90
 

@@ -10,11 +10,12 @@
  *
  * Modules: sim_keys.c (key generation), sim_conf.c (configuration writing, loading the
  * merchants' keys), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
- * sim_plan.c (scenarios), sim_deliver.c (the delivery engine), sim_orders.c (orders and the
- * paid-order poller), sim_check.c (the outcome checks), sim_stats.c (counters, latencies,
- * helpers), sim_run.c (`run`: the whole scenario and its report), sim_bench.c (dbceiling
- * and drain, the bench's plain-client measurements). Shell helpers for starting a pipeline:
- * pipeline.sh.
+ * sim_plan.c (scenarios), sim_plan_refunds.c (the refund and edge-state scenarios),
+ * sim_expect.c (what each kind of case must produce), sim_deliver.c (the delivery engine),
+ * sim_orders.c (orders and the paid-order poller), sim_check.c (the outcome checks),
+ * sim_stats.c (counters, latencies, helpers), sim_run.c (`run`: the whole scenario and its
+ * report), sim_bench.c (dbceiling and drain, the bench's plain-client measurements). Shell
+ * helpers for starting a pipeline: pipeline.sh.
  */
 #ifndef PAYCB_SIM_H
 #define PAYCB_SIM_H
@@ -184,6 +185,14 @@ struct sim_blob {
 	time_t ts;
 };
 
+/* A refund's status at the channel. */
+enum sim_rstatus {
+	RS_SUCCESS = 0, /* WeChat SUCCESS, Stripe succeeded, Alipay's refund_fee */
+	RS_ABNORMAL,    /* WeChat ABNORMAL: the money did not reach the buyer */
+	RS_FAILED,      /* Stripe failed */
+	RS_CANCELED     /* Stripe canceled */
+};
+
 /* One notification: what it says and how it is signed and sent. */
 struct sim_note {
 	int ccase;
@@ -202,6 +211,11 @@ struct sim_note {
 	int stripe_cumulative; /* Stripe: charge.refunded rather than refund.created */
 	int wx_pubkey;         /* WeChat: signed by the PUB_KEY_ID_ key rather than the cert's */
 	int stripe_both;       /* Stripe: a v1 signature under both secrets, as during a roll */
+	enum sim_rstatus rstatus; /* refund: the channel's status for it */
+	const char *stripe_type;  /* Stripe refund: the event type (NULL: by the family) */
+	int no_metadata;          /* Stripe: empty metadata, as a Dashboard refund has */
+	char account[40];         /* Stripe: the Connect account the event comes from */
+	int unroutable;           /* authentic, but ingest cannot route it: no callback row */
 	char currency[4];
 	char path[160];
 	pthread_mutex_t mu;
@@ -236,6 +250,14 @@ enum sim_kind {
 	K_REFUND_PF,    /* paid, refunded in part, then in full */
 	K_REFUND_FIRST, /* the full refund arrives before the payment */
 	K_NO_ORDER,     /* paid an order that does not exist */
+	K_WX_ABNORMAL,  /* WeChat Pay: a refund ABNORMAL, then SUCCESS for the same refund_id */
+	K_STRIPE_BOTH,  /* Stripe: refund.created and charge.refunded for the same money */
+	K_REVERSED,     /* Stripe: a refund that fails after it succeeded */
+	K_TWICE_REFUND, /* paid twice, and the second payment refunded (maybe before it came) */
+	K_CLOSE_REFUND, /* paid after close, and that payment refunded (maybe before it came) */
+	K_CLOSED_OTHER, /* paid another amount after the merchant closed the order */
+	K_DASHBOARD,    /* Stripe: a Dashboard refund, without the order number in metadata */
+	K_CONNECT,      /* Stripe: a Connect account's payment naming our order number */
 	K_NKINDS
 };
 const char *sim_kind_name(enum sim_kind k);
@@ -253,6 +275,10 @@ struct sim_case {
 	int e2e_note;                /* the payment whose acknowledgement starts the clock */
 	atomic_llong ack_us;         /* the first success answer of its (first) payment */
 	long long paid_us;           /* when the poller first saw it PAID */
+	int full;                    /* the refund kinds: refunded in full, else in part */
+	int64_t want_refunded;       /* the sum of its distinct refunds that moved money */
+	int64_t rr_amount;           /* the refund request's amount (the payment to give back) */
+	char rtrade[64];             /* the other payment whose refund happened, or "" */
 };
 
 /* How each delivery chain is released and how it stands. */
@@ -299,6 +325,22 @@ struct sim_plan {
 	int ready;           /* built: the notes' locks exist */
 	long long window_us; /* the incident window */
 };
+
+/* A notification of case ci (refund: seq numbers it within the order); returns its index
+ * or -1. */
+int sim_plan_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch ch,
+                  const char *trade, int refund, int seq, uint64_t *rng);
+/* A delivery chain of note, starting at start_us, or after_us after delivery after was
+ * first answered success (after >= 0); returns its index or -1. */
+int sim_plan_del(struct sim_plan *p, int note, long long start_us, int after, long long after_us,
+                 int lost_acks, int burst, uint64_t *rng);
+/* The notifications and chains of the refund and edge-state kinds (sim_plan_refunds.c). */
+int sim_plan_refund_case(struct sim_plan *p, const struct sim_merchant *m, int ci, long long s,
+                         int lost, uint64_t *rng);
+/* The channel a kind needs (a WeChat Pay or Stripe behaviour), or -1 for any. */
+int sim_kind_channel(enum sim_kind k);
+/* Whether the merchant's order service closes the order before any payment. */
+int sim_kind_closed(enum sim_kind k);
 
 /* Builds the plan of scenario o->scenario. Returns 0 or -1 with err. */
 int sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm,
@@ -367,13 +409,48 @@ void sim_poller_stop(struct sim_poller *pl);
 
 /* ---- sim_check.c ----------------------------------------------------------------------- */
 
+/* What the database holds for one case. */
+struct sim_seen {
+	int order;
+	char status[16];
+	int64_t amount, refunded;
+	char trade[128];
+	int events;
+	int ev_ship, ev_points, ev_refund, ev_reversed, ev_refunded;
+	int64_t ev_refund_sum, ev_reversed_sum; /* the amounts of order.refund, _reversed */
+	int rr, rr_match, rr_done, rr_requested;
+	int rr_stale; /* REQUESTED, for the payment whose refund happened */
+	int pay_rows, pay_done, pay_dead, pay_dlq, pay_mismatch;
+	int ref_rows, ref_done, ref_dead, ref_abnormal;
+	int unroutable, unroutable_match; /* kept by ingest; with the expected reason */
+};
+
+/* Appends one mismatch description to buf, "; "-separated. */
+void sim_addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- sim_expect.c ---------------------------------------------------------------------- */
+
+/* The order status case c must end in; full: with a processor (else only ingest ran). */
+const char *sim_case_status(const struct sim_case *c, int full);
+/* Callback rows the case's notifications leave (unroutable ones leave none). */
+void sim_case_rows(const struct sim_case *c, int *pay_rows, int *ref_rows);
+/* Whether ingest keeps one of the case's notifications as unroutable, and why. */
+const char *sim_case_unroutable(const struct sim_case *c);
+/* What the kind must produce, in a line, for the report. */
+const char *sim_kind_expect(enum sim_kind k);
+/* The mismatches of a case of the refund and edge-state kinds, appended to buf. */
+void sim_judge_refund_kind(const struct sim_case *c, const struct sim_seen *s, int full, char *buf,
+                           size_t len);
+
 /* What the database holds for a run, tallied for the summary. */
 struct sim_outcome {
 	long long cases_ok, mismatches;
 	long long paid, closed, refunded, pending_orders, no_order_rows;
 	long long pay_rows, refund_rows, rows_pending, rows_dead, dlq_sent;
 	long long events, refund_requests;
+	long long refunding, rr_done, rr_stale, unroutable, refund_sums_off;
 	long long no_order_pending; /* rows left for the ladder to finish */
+	long long kind_cases[K_NKINDS], kind_ok[K_NKINDS];
 	int settled; /* every callback row is done or dead (or allowed to be pending) */
 };
 

@@ -1,8 +1,10 @@
 /*
- * sim_notify - the notifications themselves: WeChat Pay TRANSACTION.SUCCESS and
- * REFUND.SUCCESS, Alipay trade_status_sync (payments, partial refunds with TRADE_SUCCESS and
- * full ones with TRADE_CLOSED, refund_fee cumulative), Stripe payment_intent.succeeded,
- * refund.created and charge.refunded, with the fields the channels document
+ * sim_notify - the notifications themselves: WeChat Pay TRANSACTION.SUCCESS,
+ * REFUND.SUCCESS and REFUND.ABNORMAL, Alipay trade_status_sync (payments, partial refunds with
+ * TRADE_SUCCESS and full ones with TRADE_CLOSED, refund_fee cumulative), Stripe
+ * payment_intent.succeeded, refund.created, charge.refunded and a refund's failure
+ * (refund.failed, refund.updated, charge.refund.updated), live-mode events, a Connect
+ * account's event and a Dashboard refund without metadata, with the fields the channels document
  * (shared/notes/channel-specs.md), signed by ingest's own signers (ingest_notify.h) so they
  * verify through exactly the code real traffic meets.
  *
@@ -59,6 +61,8 @@ dump(json_t *j)
 static char *
 wx_plaintext(const struct sim_merchant *m, const struct sim_note *n, time_t now)
 {
+	int abnormal = n->rstatus == RS_ABNORMAL;
+	json_t *refund;
 	char when[40];
 
 	beijing(now, "%Y-%m-%dT%H:%M:%S+08:00", when, sizeof(when));
@@ -73,14 +77,18 @@ wx_plaintext(const struct sim_merchant *m, const struct sim_note *n, time_t now)
 		    "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o", "amount", "total", (json_int_t)n->amount,
 		    "payer_total", (json_int_t)n->amount, "currency", "CNY", "payer_currency",
 		    "CNY"));
-	return dump(
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}", "mchid",
+	refund =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}", "mchid",
 	              m->mchid, "out_trade_no", n->order, "transaction_id", n->trade,
 	              "out_refund_no", n->refund_no, "refund_id", n->refund_id, "refund_status",
-	              "SUCCESS", "success_time", when, "user_received_account",
+	              abnormal ? "ABNORMAL" : "SUCCESS", "user_received_account",
 	              "\xe6\x94\xaf\xe4\xbb\x98\xe7\x94\xa8\xe6\x88\xb7\xe9\x9b\xb6\xe9\x92\xb1",
 	              "amount", "total", (json_int_t)n->total, "refund", (json_int_t)n->amount,
-	              "payer_total", (json_int_t)n->total, "payer_refund", (json_int_t)n->amount));
+	              "payer_total", (json_int_t)n->total, "payer_refund", (json_int_t)n->amount);
+	/* Only a refund that succeeded has a success time. */
+	if (refund != NULL && !abnormal)
+		json_object_set_new(refund, "success_time", json_string(when));
+	return dump(refund);
 }
 
 static int
@@ -93,7 +101,9 @@ sign_wx(const struct sim_merchant *m, const struct sim_note *n, time_t now, stru
 	int rc = -1;
 
 	if (plain == NULL || wx_sign_notify(key, serial, m->apiv3,
-	                                    n->refund ? "REFUND.SUCCESS" : "TRANSACTION.SUCCESS",
+	                                    !n->refund                  ? "TRANSACTION.SUCCESS"
+	                                    : n->rstatus == RS_ABNORMAL ? "REFUND.ABNORMAL"
+	                                                                : "REFUND.SUCCESS",
 	                                    plain, now, &b->body, ts, nonce, &sig) != 0)
 		goto done;
 	b->len = strlen(b->body);
@@ -166,17 +176,43 @@ sign_ali(const struct sim_merchant *m, const struct sim_note *n, time_t now, str
 	return 0;
 }
 
+/* stripe_type - the event type of n: its failure's own type, or by the family */
+static const char *
+stripe_type(const struct sim_note *n)
+{
+	if (!n->refund)
+		return "payment_intent.succeeded";
+	if (n->stripe_type != NULL)
+		return n->stripe_type;
+	return n->stripe_cumulative ? "charge.refunded" : "refund.created";
+}
+
+/* stripe_tag - a letter that keeps the event ids of one refund's events apart */
+static char
+stripe_tag(const struct sim_note *n)
+{
+	if (!n->refund)
+		return n->account[0] != '\0' ? 'a' : 'p';
+	if (n->rstatus != RS_SUCCESS)
+		return 'f';
+	return n->no_metadata ? 'd' : n->stripe_cumulative ? 'c' : 'r';
+}
+
 static int
 sign_stripe(const struct sim_merchant *m, const struct sim_note *n, time_t now, struct sim_blob *b)
 {
+	const char *status = n->rstatus == RS_FAILED     ? "failed"
+	                     : n->rstatus == RS_CANCELED ? "canceled"
+	                                                 : "succeeded";
 	char evt[96], cur[4];
-	json_t *meta = json_pack("{s:s}", m->order_key, n->order), *obj;
+	json_t *meta = n->no_metadata ? json_object() : json_pack("{s:s}", m->order_key, n->order);
+	json_t *obj, *ev;
 
 	for (int i = 0; i < 3; i++)
 		cur[i] = (char)(n->currency[i] | 0x20); /* Stripe's codes are lower case */
 	cur[3] = '\0';
 	/* A Stripe event keeps its id across re-pushes; the body is signed once. */
-	snprintf(evt, sizeof(evt), "evt_%s%s_%d", n->refund ? "r" : "p", n->trade + 3, n->seq);
+	snprintf(evt, sizeof(evt), "evt_%c%s_%d", stripe_tag(n), n->trade + 3, n->seq);
 	if (!n->refund)
 		obj = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:o, s:s, s:s}", "id", n->trade,
 		                "object", "payment_intent", "amount", (json_int_t)n->amount,
@@ -193,18 +229,19 @@ sign_stripe(const struct sim_merchant *m, const struct sim_note *n, time_t now, 
 		obj = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:o, s:s, s:s}", "id", n->refund_id,
 		                "object", "refund", "amount", (json_int_t)n->amount, "charge",
 		                n->charge, "currency", cur, "payment_intent", n->trade, "metadata",
-		                meta, "status", "succeeded", "reason", "requested_by_customer");
+		                meta, "status", status, "reason", "requested_by_customer");
 	if (obj == NULL)
 		return -1;
-	b->body = dump(json_pack("{s:s, s:s, s:s, s:I, s:b, s:i, s:{s:n, s:n}, s:s, s:{s:o}}", "id",
-	                         evt, "object", "event", "api_version", "2024-06-20", "created",
-	                         (json_int_t)now, "livemode", 0, "pending_webhooks", 1, "request",
-	                         "id", "idempotency_key", "type",
-	                         !n->refund             ? "payment_intent.succeeded"
-	                         : n->stripe_cumulative ? "charge.refunded"
-	                                                : "refund.created",
-	                         "data", "object", obj));
-	if (b->body == NULL)
+	if (n->rstatus == RS_FAILED)
+		json_object_set_new(obj, "failure_reason", json_string("expired_or_canceled_card"));
+	/* The merchant's endpoint is a live one: its events say livemode true. */
+	ev = json_pack("{s:s, s:s, s:s, s:I, s:b, s:i, s:{s:n, s:n}, s:s, s:{s:o}}", "id", evt,
+	               "object", "event", "api_version", "2024-06-20", "created", (json_int_t)now,
+	               "livemode", 1, "pending_webhooks", 1, "request", "id", "idempotency_key",
+	               "type", stripe_type(n), "data", "object", obj);
+	if (ev != NULL && n->account[0] != '\0')
+		json_object_set_new(ev, "account", json_string(n->account));
+	if ((b->body = dump(ev)) == NULL)
 		return -1;
 	b->len = strlen(b->body);
 	snprintf(b->headers, sizeof(b->headers),

@@ -62,7 +62,7 @@ sim_orders_create(struct db *db, struct sim_plan *p, const struct sim_merchant *
 	for (int i = 0; i < p->ncases; i++) {
 		struct db_in in[1] = {DBI_I64(p->cases[i].order_id)};
 
-		if (p->cases[i].kind == K_AFTER_CLOSE &&
+		if (sim_kind_closed(p->cases[i].kind) &&
 		    (r = db_exec(db, SQL_CLOSE, in, 1, NULL, NULL)) != DB_OK)
 			goto done;
 	}

@@ -35,20 +35,31 @@ const char *const sim_scenarios[] = {"incident",
                                      "refund-partial-full",
                                      "refund-before-payment",
                                      "no-order",
+                                     "refund-abnormal",
+                                     "refund-stripe-both",
+                                     "refund-reversed",
+                                     "refund-paid-twice",
+                                     "refund-paid-after-close",
+                                     "closed-other-amount",
+                                     "dashboard-refund",
+                                     "connect-foreign",
                                      "duplicates",
                                      "mixed",
                                      "load",
                                      NULL};
 
-static const enum sim_kind scenario_kind[] = {K_INCIDENT,     K_STORM,    K_AFTER_CLOSE,
-                                              K_PAID_TWICE,   K_MISMATCH, K_REFUND_PF,
-                                              K_REFUND_FIRST, K_NO_ORDER, K_DUP};
+static const enum sim_kind scenario_kind[] = {
+    K_INCIDENT,     K_STORM,        K_AFTER_CLOSE, K_PAID_TWICE,  K_MISMATCH, K_REFUND_PF,
+    K_REFUND_FIRST, K_NO_ORDER,     K_WX_ABNORMAL, K_STRIPE_BOTH, K_REVERSED, K_TWICE_REFUND,
+    K_CLOSE_REFUND, K_CLOSED_OTHER, K_DASHBOARD,   K_CONNECT,     K_DUP};
 
 /* mixed: the share of each kind in permille; one storm comes on top. */
 static const int mixed_permille[K_NKINDS] = {
-    [K_PAY] = 690,        [K_DUP] = 120,         [K_INCIDENT] = 20,
-    [K_AFTER_CLOSE] = 25, [K_PAID_TWICE] = 25,   [K_MISMATCH] = 20,
-    [K_REFUND_PF] = 50,   [K_REFUND_FIRST] = 25, [K_NO_ORDER] = 25,
+    [K_PAY] = 610,         [K_DUP] = 120,         [K_INCIDENT] = 20,     [K_AFTER_CLOSE] = 25,
+    [K_PAID_TWICE] = 25,   [K_MISMATCH] = 20,     [K_REFUND_PF] = 50,    [K_REFUND_FIRST] = 25,
+    [K_NO_ORDER] = 25,     [K_WX_ABNORMAL] = 10,  [K_STRIPE_BOTH] = 15,  [K_REVERSED] = 10,
+    [K_TWICE_REFUND] = 10, [K_CLOSE_REFUND] = 10, [K_CLOSED_OTHER] = 10, [K_DASHBOARD] = 8,
+    [K_CONNECT] = 7,
 };
 
 const char *
@@ -63,7 +74,15 @@ sim_kind_name(enum sim_kind k)
 	                                        "amount-mismatch",
 	                                        "refund-partial-full",
 	                                        "refund-before-payment",
-	                                        "no-order"};
+	                                        "no-order",
+	                                        "refund-abnormal",
+	                                        "refund-stripe-both",
+	                                        "refund-reversed",
+	                                        "refund-paid-twice",
+	                                        "refund-paid-after-close",
+	                                        "closed-other-amount",
+	                                        "dashboard-refund",
+	                                        "connect-foreign"};
 
 	return (unsigned)k < K_NKINDS ? n[k] : "unknown";
 }
@@ -124,10 +143,9 @@ trade_no(char *buf, size_t len, enum sim_ch ch, const char *run, int i, int seco
 	snprintf(buf, len, "%s%s%06d%s", prefix[ch], run, i, second ? "b" : "");
 }
 
-/* add_note - a notification of case c; returns its index or -1. */
-static int
-add_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch ch,
-         const char *trade, int refund, int seq, uint64_t *rng)
+int
+sim_plan_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch ch,
+              const char *trade, int refund, int seq, uint64_t *rng)
 {
 	struct sim_case *c = &p->cases[ci];
 	struct sim_note *n;
@@ -161,10 +179,9 @@ add_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch c
 	return p->nnotes++;
 }
 
-/* add_del - a delivery chain of note; returns its index or -1. */
-static int
-add_del(struct sim_plan *p, int note, long long start_us, int after, long long after_us,
-        int lost_acks, int burst, uint64_t *rng)
+int
+sim_plan_del(struct sim_plan *p, int note, long long start_us, int after, long long after_us,
+             int lost_acks, int burst, uint64_t *rng)
 {
 	struct sim_delivery *d;
 
@@ -213,58 +230,58 @@ plan_case(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opt
 	case K_PAY:
 	case K_AFTER_CLOSE:
 	case K_NO_ORDER:
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		rc = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
 		c->e2e_note = pay;
 		break;
 	case K_MISMATCH:
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
 		if (pay >= 0)
 			p->notes[pay].amount = c->amount > 1 ? c->amount - 1 : c->amount + 1;
-		rc = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
 		break;
 	case K_DUP: {
 		int copies = 1 + (int)sim_rand_below(rng, 3);
 
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		rc = add_del(p, pay, s, -1, 0, lost, 0, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
 		c->e2e_note = pay;
 		/* Half the first copies race the original; the rest come later. */
 		for (int k = 0; k < copies && rc >= 0; k++) {
 			long long off = k == 0 && sim_rand_below(rng, 2)
 			                    ? 0
 			                    : (long long)sim_rand_below(rng, SIM_DUP_WINDOW_US);
-			rc = add_del(p, pay, s + off, -1, 0, 0, 0, rng);
+			rc = sim_plan_del(p, pay, s + off, -1, 0, 0, 0, rng);
 		}
 		break;
 	}
 	case K_INCIDENT:
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
 		c->e2e_note = pay;
-		rc = add_del(p, pay, s, -1, 0, 0, 0, rng);
+		rc = sim_plan_del(p, pay, s, -1, 0, 0, 0, rng);
 		if (rc >= 0)
-			rc = add_del(p, pay, s + p->window_us / 2, -1, 0, 0, 0, rng);
+			rc = sim_plan_del(p, pay, s + p->window_us / 2, -1, 0, 0, 0, rng);
 		if (rc >= 0)
-			rc = add_del(p, pay, s + p->window_us, -1, 0, 0, 0, rng);
+			rc = sim_plan_del(p, pay, s + p->window_us, -1, 0, 0, 0, rng);
 		break;
 	case K_STORM:
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
 		c->e2e_note = pay;
 		rc = 0;
 		for (int k = 0; k < o->copies && rc >= 0; k++)
-			rc = add_del(p, pay, s, -1, 0, 0, 1, rng);
+			rc = sim_plan_del(p, pay, s, -1, 0, 0, 1, rng);
 		break;
 	case K_PAID_TWICE:
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		pay2 = add_note(p, m, ci, c->ch2, c->trade2, 0, 1, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		pay2 = sim_plan_note(p, m, ci, c->ch2, c->trade2, 0, 1, rng);
 		c->e2e_note = pay;
-		d = add_del(p, pay, s, -1, 0, lost, 0, rng);
-		rc = d < 0 ? -1 : add_del(p, pay2, 0, d, SIM_GAP_US, 0, 0, rng);
+		d = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
+		rc = d < 0 ? -1 : sim_plan_del(p, pay2, 0, d, SIM_GAP_US, 0, 0, rng);
 		break;
 	case K_REFUND_PF:
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		r1 = add_note(p, m, ci, c->ch, c->trade, 1, 1, rng);
-		r2 = add_note(p, m, ci, c->ch, c->trade, 1, 2, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		r1 = sim_plan_note(p, m, ci, c->ch, c->trade, 1, 1, rng);
+		r2 = sim_plan_note(p, m, ci, c->ch, c->trade, 1, 2, rng);
 		if (pay < 0 || r1 < 0 || r2 < 0)
 			break;
 		/* A third, then the rest; Stripe reports them as refunds or as charge totals. */
@@ -274,22 +291,23 @@ plan_case(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opt
 		p->notes[r2].cumulative = c->amount;
 		p->notes[r2].full = 1;
 		p->notes[r1].stripe_cumulative = p->notes[r2].stripe_cumulative = ci % 2;
-		d = add_del(p, pay, s, -1, 0, lost, 0, rng);
-		d = d < 0 ? -1 : add_del(p, r1, 0, d, SIM_GAP_US, 0, 0, rng);
-		rc = d < 0 ? -1 : add_del(p, r2, 0, d, SIM_GAP_US, 0, 0, rng);
+		d = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
+		d = d < 0 ? -1 : sim_plan_del(p, r1, 0, d, SIM_GAP_US, 0, 0, rng);
+		rc = d < 0 ? -1 : sim_plan_del(p, r2, 0, d, SIM_GAP_US, 0, 0, rng);
 		break;
 	case K_REFUND_FIRST:
-		pay = add_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		r1 = add_note(p, m, ci, c->ch, c->trade, 1, 1, rng);
+		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
+		r1 = sim_plan_note(p, m, ci, c->ch, c->trade, 1, 1, rng);
 		if (pay < 0 || r1 < 0)
 			break;
 		p->notes[r1].cumulative = c->amount;
 		p->notes[r1].full = 1;
 		p->notes[r1].stripe_cumulative = ci % 2;
-		d = add_del(p, r1, s, -1, 0, 0, 0, rng);
-		rc = d < 0 ? -1 : add_del(p, pay, 0, d, SIM_REFUND_FIRST_US, 0, 0, rng);
+		d = sim_plan_del(p, r1, s, -1, 0, 0, 0, rng);
+		rc = d < 0 ? -1 : sim_plan_del(p, pay, 0, d, SIM_REFUND_FIRST_US, 0, 0, rng);
 		break;
 	default:
+		rc = sim_plan_refund_case(p, m, ci, s, lost, rng);
 		break;
 	}
 	return rc < 0 ? -1 : 0;
@@ -371,12 +389,23 @@ sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const s
 	for (int i = 0; i < n; i++) {
 		struct sim_case *c = &p->cases[i];
 		const struct sim_merchant *mm;
+		int need;
 		long long s = o->rate > 0 ? (long long)i * 1000000LL / o->rate : 0;
 
 		c->kind = kinds[i];
 		c->merchant = (int)sim_rand_below(&rng, (uint64_t)nm);
+		if ((need = sim_kind_channel(c->kind)) >= 0) {
+			/* A channel's own behaviour: a merchant that has that channel. */
+			for (int k = 0; k < nm && !m[c->merchant].has[need]; k++)
+				c->merchant = (c->merchant + 1) % nm;
+			if (!m[c->merchant].has[need]) {
+				snprintf(err, errlen, "%s needs a merchant with %s",
+				         sim_kind_name(c->kind), sim_ch_name((enum sim_ch)need));
+				goto done;
+			}
+		}
 		mm = &m[c->merchant];
-		c->ch = pick_channel(mm, &rng);
+		c->ch = need >= 0 ? (enum sim_ch)need : pick_channel(mm, &rng);
 		c->ch2 = second_channel(mm, c->ch);
 		c->e2e_note = -1;
 		snprintf(c->order, sizeof(c->order), "%s-%06d", p->run, i);
@@ -386,6 +415,10 @@ sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const s
 		c->amount = 100 + (int64_t)sim_rand_below(&rng, 99900);
 		trade_no(c->trade, sizeof(c->trade), c->ch, p->run, i, 0);
 		trade_no(c->trade2, sizeof(c->trade2), c->ch2, p->run, i, 1);
+		/* What the refund kinds change is set by their planning. */
+		c->rr_amount = c->amount;
+		c->want_refunded =
+		    c->kind == K_REFUND_PF || c->kind == K_REFUND_FIRST ? c->amount : 0;
 		c->measure_e2e = c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
 		                 c->kind == K_STORM || c->kind == K_PAID_TWICE;
 		atomic_init(&c->ack_us, 0);

@@ -99,29 +99,36 @@ progress(const struct sim_stats *st, long long t0, int pending)
 
 /* expected - what the plan says the outcome table must show. */
 struct expected {
-	long long paid, closed, refunded, pending, rr, dead, rows, copies;
+	long long paid, closed, refunded, refunding, pending, rr, rr_done, dead, rows, copies;
+	long long unroutable;
 };
 
 static void
 expect(const struct sim_plan *p, int ladder_fits, int full, struct expected *x)
 {
 	memset(x, 0, sizeof(*x));
-	x->rows = p->nnotes;
 	x->copies = p->ndels;
 	for (int i = 0; i < p->ncases; i++) {
-		enum sim_kind k = p->cases[i].kind;
+		const struct sim_case *c = &p->cases[i];
+		const char *st = sim_case_status(c, full);
+		enum sim_kind k = c->kind;
+		int pay_rows, ref_rows;
 
-		if (!full) {
-			x->closed += k == K_AFTER_CLOSE;
-			x->pending += k != K_AFTER_CLOSE && k != K_NO_ORDER;
-			continue;
+		sim_case_rows(c, &pay_rows, &ref_rows);
+		x->rows += pay_rows + ref_rows;
+		x->unroutable += sim_case_unroutable(c) != NULL;
+		if (k != K_NO_ORDER) {
+			x->paid += strcmp(st, "PAID") == 0;
+			x->closed += strcmp(st, "CLOSED") == 0;
+			x->refunded += strcmp(st, "REFUNDED") == 0;
+			x->refunding += strcmp(st, "REFUNDING") == 0;
+			x->pending += strcmp(st, "PENDING") == 0;
 		}
-		x->paid += k == K_PAY || k == K_DUP || k == K_INCIDENT || k == K_STORM ||
-		           k == K_PAID_TWICE;
-		x->closed += k == K_AFTER_CLOSE;
-		x->refunded += k == K_REFUND_PF || k == K_REFUND_FIRST;
-		x->pending += k == K_MISMATCH;
-		x->rr += k == K_AFTER_CLOSE || k == K_PAID_TWICE;
+		if (!full)
+			continue;
+		x->rr += k == K_AFTER_CLOSE || k == K_PAID_TWICE || k == K_TWICE_REFUND ||
+		         k == K_CLOSE_REFUND || k == K_CLOSED_OTHER;
+		x->rr_done += k == K_TWICE_REFUND || k == K_CLOSE_REFUND;
 		x->dead += k == K_MISMATCH || (k == K_NO_ORDER && ladder_fits);
 	}
 }
@@ -191,8 +198,10 @@ report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
 	if (!o->ingest_only)
 		row("orders PAID", r->paid, x->paid, NULL);
 	row("orders CLOSED", r->closed, x->closed, NULL);
-	if (!o->ingest_only)
+	if (!o->ingest_only) {
 		row("orders REFUNDED", r->refunded, x->refunded, NULL);
+		row("orders REFUNDING (refunded in part)", r->refunding, x->refunding, NULL);
+	}
 	row("orders still PENDING", r->pending_orders, x->pending, NULL);
 	row("callback rows (one per notification)", r->pay_rows + r->refund_rows, x->rows, NULL);
 	row("copies pushed (deliveries)", x->copies, -1, NULL);
@@ -200,12 +209,24 @@ report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
 	if (!o->ingest_only) {
 		row("order_events", r->events, -1, "2 per paid order");
 		row("refund_requests", r->refund_requests, x->rr, NULL);
+		row("  of them DONE (their refund came)", r->rr_done, x->rr_done, NULL);
+		row("  REQUESTED though refunded", r->rr_stale, 0, NULL);
+		row("orders: refund events != refunded", r->refund_sums_off, 0, NULL);
 		row("dead letters (dead rows, DLQ sent)", r->dlq_sent, x->dead, NULL);
 		row("no-order rows pending retry", r->no_order_pending, ladder_fits ? 0 : -1,
 		    ladder_fits ? NULL : "the ladder outlasts --wait");
 	}
+	if (x->unroutable > 0)
+		row("unroutable notifications kept", r->unroutable, x->unroutable, NULL);
 	printf("  (retry ladder ends after about %lld s: no-order rows %s)\n", ladder_s,
 	       ladder_fits ? "must be dead within the wait" : "may still be pending retry");
+	printf("\ncases by kind                 cases  as expected  expected outcome\n");
+	for (int k = 0; k < K_NKINDS; k++)
+		if (r->kind_cases[k] > 0)
+			printf("  %-24s %8lld %12lld  %s\n", sim_kind_name((enum sim_kind)k),
+			       r->kind_cases[k], r->kind_ok[k],
+			       o->ingest_only ? "ingest only: one row per notification"
+			                      : sim_kind_expect((enum sim_kind)k));
 	printf("\nresult: %s: %lld of %d cases as expected in %lld.%lld s\n",
 	       r->mismatches == 0 ? "OK" : "MISMATCH", r->cases_ok, p->ncases, elapsed_us / 1000000,
 	       elapsed_us % 1000000 / 100000);
