@@ -374,6 +374,12 @@ amount_mismatch_is_dead_with_alert_and_one_dead_letter(void **state)
 	assert_int_equal(fx_order(&db, M, "O-amount", "88.88", "CNY", "PENDING"), 0);
 	id = pay("O-amount", "T-amount", "88.80", "CNY", NULL);
 	check_dead("O-amount", id, "amount_mismatch");
+	/* The log line follows the commit: wait for it, then it must be there exactly once. */
+	{
+		struct fx_logwait lw = {plog, "event=alert kind=amount_mismatch order=O-amount", 1};
+
+		assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
+	}
 	assert_true(harness_file_count(plog, "event=alert kind=amount_mismatch order=O-amount") ==
 		    1);
 	assert_true(harness_file_count(plog, "level=error event=alert") >= 1);

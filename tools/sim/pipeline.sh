@@ -49,6 +49,13 @@ pl_alive() {
 	[[ -n $state && $state != Z && $state != X ]]
 }
 
+# pl_running PID - PID exists and is not a zombie, whatever it runs.
+pl_running() {
+	local state
+	state=$(awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[1] }' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z && $state != X ]]
+}
+
 pl_pid() {
 	local f="$PL_DIR/run/$1.pid" pid prog
 	[[ -f $f ]] || return 0
@@ -73,7 +80,9 @@ pl_start() {
 	echo "$pid $prog" >"$PL_DIR/run/$name.pid"
 	deadline=$(($(pl_now_ms) + 30000))
 	while (($(pl_now_ms) < deadline)); do
-		if ! pl_alive "$pid" "$prog"; then
+		# Between the fork and the exec the child still runs this shell's command line,
+		# so only a child that is gone (or a zombie) has exited.
+		if ! pl_alive "$pid" "$prog" && ! pl_running "$pid"; then
 			echo "pipeline: $name exited at start; last lines of $log:" >&2
 			tail -n 15 "$log" >&2
 			return 1
