@@ -213,6 +213,14 @@ typedef enum db_rc (*proc_row_lock_fn)(struct proc_worker *w, unsigned long long
 int proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
               struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx);
 
+/*
+ * A conditional UPDATE of the order locked by proc_open, judged by affected rows. Returns 1
+ * when it changed the one row; else 0 with *tx set: the statement failed, or the order was
+ * not in the state the decision read (rolled back, a retryable failure).
+ */
+int proc_order_change(struct proc_worker *w, const char *sql, const struct db_in *in, int nin,
+		      struct proc_result *r, enum proc_tx *tx);
+
 /* processor_refund.c */
 enum proc_tx proc_refund(struct proc_worker *w, const struct msg_callback *m,
                          struct proc_result *r);

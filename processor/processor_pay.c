@@ -82,6 +82,28 @@ proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn 
 	return 1;
 }
 
+int
+proc_order_change(struct proc_worker *w, const char *sql, const struct db_in *in, int nin,
+                  struct proc_result *r, enum proc_tx *tx)
+{
+	unsigned long long n = 0;
+	enum db_rc rc;
+
+	if ((rc = db_exec(&w->db, sql, in, nin, &n, NULL)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, "update order", r);
+		return 0;
+	}
+	if (n != 1) {
+		/* The order is locked in the state the decision read, so this cannot happen; if
+		 * it does, the next attempt decides again on what the order is then. */
+		snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
+		proc_rollback(&w->db);
+		*tx = TX_RETRY;
+		return 0;
+	}
+	return 1;
+}
+
 /* proc_pay_lock - locks and reads the callback row */
 static enum db_rc
 proc_pay_lock(struct proc_worker *w, unsigned long long id, struct proc_row *row,
@@ -184,23 +206,15 @@ proc_pay_mark_paid(struct proc_worker *w, const struct proc_row *row, struct pro
 {
 	struct db_in in[4] = {DBI_STR(row->channel), DBI_STR(row->trade_no), DBI_STR(row->merchant),
 	                      DBI_STR(row->order)};
-	unsigned long long n = 0;
+	enum proc_tx tx;
 	enum db_rc rc;
 
-	rc = db_exec(&w->db,
-	             "UPDATE orders SET status = 'PAID', paid_at = NOW(3), channel = ?, "
-	             "channel_trade_no = ? WHERE merchant_id = ? AND out_trade_no = ? AND "
-	             "status = 'PENDING'",
-	             in, 4, &n, NULL);
-	if (rc != DB_OK)
-		return proc_tx_error(w, rc, "update order", r);
-	if (n != 1) {
-		/* The order is locked as PENDING, so this cannot happen; if it does, the next
-		 * attempt decides again on what the order is then. */
-		snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
-		proc_rollback(&w->db);
-		return TX_RETRY;
-	}
+	if (!proc_order_change(w,
+	                       "UPDATE orders SET status = 'PAID', paid_at = NOW(3), channel = ?, "
+	                       "channel_trade_no = ? WHERE merchant_id = ? AND out_trade_no = ? "
+	                       "AND status = 'PENDING'",
+	                       in, 4, r, &tx))
+		return tx;
 	snprintf(r->detail, sizeof(r->detail), "transition=PENDING>PAID");
 	if ((rc = proc_outbox_add(w, row, "order.paid.shipment", NULL, row->amount, row->currency,
 	                          row->trade_no, r)) != DB_OK ||
@@ -220,21 +234,15 @@ proc_pay_confirm(struct proc_worker *w, const struct proc_row *row, const struct
                  const struct dec_rule *rule, struct proc_result *r)
 {
 	struct db_in in[3] = {DBI_STR(row->channel), DBI_STR(row->trade_no), DBI_I64(o->id)};
-	unsigned long long n = 0;
 	char detail[400];
+	enum proc_tx tx;
 	enum db_rc rc;
 
-	rc = db_exec(&w->db,
-	             "UPDATE orders SET channel = ?, channel_trade_no = ? WHERE id = ? AND "
-	             "(channel_trade_no IS NULL OR channel_trade_no = '')",
-	             in, 3, &n, NULL);
-	if (rc != DB_OK)
-		return proc_tx_error(w, rc, "update order", r);
-	if (n != 1) {
-		snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
-		proc_rollback(&w->db);
-		return TX_RETRY;
-	}
+	if (!proc_order_change(w,
+	                       "UPDATE orders SET channel = ?, channel_trade_no = ? WHERE id = ? AND "
+	                       "(channel_trade_no IS NULL OR channel_trade_no = '')",
+	                       in, 3, r, &tx))
+		return tx;
 	snprintf(r->detail, sizeof(r->detail), "order_status=%s trade_recorded=1", o->status);
 	if (rule->alert != NULL) {
 		proc_pay_detail(row, o,

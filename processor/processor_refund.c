@@ -135,20 +135,13 @@ proc_refund_ledger_apply(struct proc_worker *w, const struct proc_row *row,
 	if (after != v->before) {
 		struct db_in in[4] = {DBI_STR(after_s), DBI_STR(status), DBI_I64(o->id),
 		                      DBI_STR(o->status)};
-		unsigned long long n = 0;
+		enum proc_tx tx;
 
-		/* The order is locked; the state it was read in must still be its state. */
-		rc = db_exec(&w->db,
-		             "UPDATE orders SET refunded_amount = ?, status = ? WHERE id = ? AND "
-		             "status = ?",
-		             in, 4, &n, NULL);
-		if (rc != DB_OK)
-			return proc_tx_error(w, rc, "update order", r);
-		if (n != 1) {
-			snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
-			proc_rollback(&w->db);
-			return TX_RETRY;
-		}
+		if (!proc_order_change(w,
+		                       "UPDATE orders SET refunded_amount = ?, status = ? WHERE id = "
+		                       "? AND status = ?",
+		                       in, 4, r, &tx))
+			return tx;
 	}
 	/* One event per refund that moved money, named by its refund number, and the order's
 	 * final order.refunded once it is refunded in full. */
