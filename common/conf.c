@@ -280,6 +280,29 @@ conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *
 	return errs->n;
 }
 
+int
+conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen)
+{
+	if (c->db.password_file && cfg_secret_file_ok(c->db.password_file, err, errlen) != 0)
+		return -1;
+	if (c->kafka.sasl_password_file && c->kafka.sasl_password_file[0] != '\0' &&
+	    cfg_secret_file_ok(c->kafka.sasl_password_file, err, errlen) != 0)
+		return -1;
+	if ((proc & PROC_INGEST) == 0)
+		return 0;
+	for (int i = 0; i < c->nmerchants; i++) {
+		const struct conf_merchant *m = &c->merchants[i];
+
+		if (m->has_wxpay && m->wxpay.apiv3_key_file &&
+		    cfg_secret_file_ok(m->wxpay.apiv3_key_file, err, errlen) != 0)
+			return -1;
+		for (int k = 0; m->has_stripe && k < m->stripe.secret_files.n; k++)
+			if (cfg_secret_file_ok(m->stripe.secret_files.v[k], err, errlen) != 0)
+				return -1;
+	}
+	return 0;
+}
+
 void
 conf_free(struct conf *c)
 {

@@ -125,6 +125,12 @@ extern const struct cfg_setting conf_table[];
  * returns the number of errors with the messages in errs.
  */
 int conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs);
+/*
+ * Checks that every secret file the program mask proc reads (database and SASL passwords; for
+ * ingest the APIv3 keys and Stripe secrets) is private to this user: 0 or -1 with err naming
+ * the file.
+ */
+int conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen);
 void conf_free(struct conf *c);
 const struct conf_merchant *conf_merchant(const struct conf *c, const char *id);
 

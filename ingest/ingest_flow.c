@@ -236,7 +236,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	metrics_inc(in->m.publish_failures, 1);
 	resp->outcome = OUT_UNPUBLISHED;
 	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
-	         (ingest_now_us() - t0) / 1000, err);
+	         (ingest_now_us() - t0) / 1000, log_quoted(err, sizeof(err), err));
 }
 
 /* The channel's success answer: WeChat Pay's 204, the others' 200. */
@@ -365,7 +365,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		log_warn(NULL,
 		         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" "
 		         "body_len=%zu body_sha256=%s",
-		         ch, merchant, verr_name(ve), log_safe(s1, sizeof(s1), reason), req->len,
+		         ch, merchant, verr_name(ve), log_quoted(s1, sizeof(s1), reason), req->len,
 		         sha);
 		ingest_answer(req->ch, 0,
 		              (req->ch == CH_WXPAY &&

@@ -24,7 +24,7 @@ done
 mapfile -t files < <(grep -ho "\"$E/[^\"]*\"" "$E"/*.conf | tr -d '"' | grep -v '\.conf$' | sort -u)
 check "the example names secret and key files (${#files[@]})" test "${#files[@]}" -gt 10
 
-# make_file PATH - a file of the kind its name says.
+# make_file PATH - a file of the kind its name says (private: ingest refuses shared secrets).
 make_file() {
 	local p=$1 b=${1##*/}
 	mkdir -p "$(dirname "$p")"
@@ -40,6 +40,7 @@ make_file() {
 			-set_serial "0x$(openssl rand -hex 16)" -keyout /dev/null -out "$p" 2>/dev/null ;;
 	*) return 1 ;;
 	esac
+	chmod 600 "$p"
 }
 bad=()
 for p in "${files[@]}"; do make_file "$p" || bad+=("${p#"$E"/}"); done
