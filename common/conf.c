@@ -88,10 +88,21 @@ static const struct cfg_setting ingest_tab[] = {
 	INT("max_body_bytes", "65536", 1024, 1048576, IN(max_body_bytes),
 	    "larger bodies get 413 without being read"),
 	INT("max_inflight", "256", 1, 100000, IN(max_inflight),
-	    "requests admitted at once, running or queued for a worker; beyond it 503 at once"),
+	    "complete requests admitted at once, running or queued for a worker; beyond it 503 at "
+	    "once. A request takes its slot when its body is complete and has passed the cheap "
+	    "checks (headers, signature length, parameter count)"),
 	INT("max_unverified", "64", 1, 100000, IN(max_unverified),
-	    "requests not yet verified at once (smaller, so floods of junk cannot starve real "
-	    "traffic)"),
+	    "admitted requests being verified at once; beyond it 503 at once. Junk that fails the "
+	    "cheap checks takes no slot at all; junk shaped like a notification competes here"),
+	INT("max_readers", "512", 1, 100000, IN(max_readers),
+	    "requests whose body is still being read, at once; beyond it 503 at once (a slow "
+	    "body holds a reader, never an in-flight slot)"),
+	INT("request_timeout_s", "15", 1, 300, IN(request_timeout_s),
+	    "whole-request deadline from the headers to the last body byte: a client still "
+	    "sending after it is disconnected, however steadily it sends"),
+	INT("per_ip_connections", "0", 0, 100000, IN(per_ip_connections),
+	    "connections one client address may hold at once, for a listener reached directly; "
+	    "0 = no limit (behind nginx every connection comes from nginx)"),
 	INT("workers", "256", 1, 4096, IN(workers),
 	    "threads that run requests (verify, reserve, publish); the connections themselves are "
 	    "read by one event loop, and admitted requests beyond the workers wait in a queue"),

@@ -51,6 +51,7 @@ struct conf_ingest {
 	long long max_body_bytes;
 	long long max_inflight, max_unverified, workers;
 	long long connection_timeout_s;
+	long long max_readers, request_timeout_s, per_ip_connections;
 	long long connection_memory_bytes;
 	long long publish_budget_ms;
 	long long timestamp_tolerance_s;
