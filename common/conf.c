@@ -224,6 +224,9 @@ static const struct cfg_setting merchant_tab[] = {
 
 const struct cfg_setting conf_table[] = {
 	STR("log_level", "info", O(log_level), CFGF_NONEMPTY, 0, "debug, info, warn or error"),
+	STR("admin_token_file", "", O(admin_token_file), CFGF_FILE, 0,
+	    "file holding a bearer token every admin listener then requires on every path "
+	    "(Authorization: Bearer ...; 401 without it); empty = no token"),
 	{"database", CFG_GROUP, NULL, 0, 0, O(db), 0, 0, db_tab, 0, NOFLAG, "MariaDB / MySQL"},
 	{"kafka", CFG_GROUP, NULL, 0, 0, O(kafka), 0, 0, kafka_tab, 0, NOFLAG, "Kafka"},
 	{"retry", CFG_GROUP, NULL, 0, 0, O(retry), 0, 0, retry_tab, 0, NOFLAG,
@@ -298,6 +301,9 @@ conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen
 		return -1;
 	if (c->kafka.sasl_password_file && c->kafka.sasl_password_file[0] != '\0' &&
 	    cfg_secret_file_ok(c->kafka.sasl_password_file, err, errlen) != 0)
+		return -1;
+	if (c->admin_token_file && c->admin_token_file[0] != '\0' &&
+	    cfg_secret_file_ok(c->admin_token_file, err, errlen) != 0)
 		return -1;
 	if ((proc & PROC_INGEST) == 0)
 		return 0;

@@ -109,6 +109,7 @@ struct conf_merchant {
 
 struct conf {
 	char *log_level;
+	char *admin_token_file; /* "" = the admin listeners ask for no token */
 	struct conf_db db;
 	struct conf_kafka kafka;
 	struct conf_retry retry;

@@ -103,6 +103,8 @@ struct ingest {
 	struct ingest_metrics m;
 	struct MHD_Daemon *http;
 	struct admin *admin;
+	struct db ready_db; /* /readyz's own connection (main.c), never one of the pool's */
+	int ready_db_open;
 };
 
 /* One request, as the HTTP front hands it to the flow. */
