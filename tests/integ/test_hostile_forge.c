@@ -262,7 +262,7 @@ alipay_resplit_of_a_signed_body_is_refused(void **state)
 	long long rows = stored_rows(), refused = metric(AMBIGUOUS);
 
 	(void)state;
-	assert_true(refused >= 0);
+	refused = refused < 0 ? 0 : refused; /* the series appears with its first count */
 	/* A merchant-set subject holding "&name=value": Alipay signs it as it is. */
 	assert_int_equal(chan_ali_note(&n, K.ali_key, k, v, 8), 0);
 	assert_non_null(sign = strstr(n.body, "&sign="));
