@@ -110,11 +110,10 @@ admin_handle(void *cls, struct MHD_Connection *c, const char *url, const char *m
 		/* The reason (host names, server messages) is for the operator's log only. */
 		if (strcmp(why, a->last_why) != 0) {
 			log_warn(NULL, "event=not_ready detail=\"%s\"",
-				 log_quoted(safe, sizeof(safe), why));
+			         log_quoted(safe, sizeof(safe), why));
 			snprintf(a->last_why, sizeof(a->last_why), "%s", why[0] ? why : "?");
 		}
-		return admin_reply(c, 503, "text/plain", "not ready\n", 10,
-				   MHD_RESPMEM_PERSISTENT);
+		return admin_reply(c, 503, "text/plain", "not ready\n", 10, MHD_RESPMEM_PERSISTENT);
 	}
 	if (strcmp(url, "/metrics") == 0) {
 		char *text = NULL;
@@ -130,7 +129,7 @@ admin_handle(void *cls, struct MHD_Connection *c, const char *url, const char *m
 
 int
 admin_start(const char *addr, int port, admin_ready_fn ready, void *arg, const char *token_file,
-	    struct admin **out, char *err, size_t errlen)
+            struct admin **out, char *err, size_t errlen)
 {
 	struct sockaddr_in sin;
 	struct admin *a;

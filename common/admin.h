@@ -16,8 +16,8 @@ struct admin;
 typedef int (*admin_ready_fn)(void *arg, char *why, size_t len);
 
 /* token_file NULL or "" = no token. */
-int admin_start(const char *addr, int port, admin_ready_fn ready, void *arg,
-		const char *token_file, struct admin **out, char *err, size_t errlen);
+int admin_start(const char *addr, int port, admin_ready_fn ready, void *arg, const char *token_file,
+                struct admin **out, char *err, size_t errlen);
 void admin_stop(struct admin *a);
 
 #endif

@@ -416,8 +416,8 @@ cfg_secret_perms(int fd, const char *path, char *err, size_t errlen)
 	}
 	if (st.st_uid != geteuid() && st.st_uid != 0) {
 		snprintf(err, errlen,
-		         "secret file '%s' is owned by uid %u, not by this user (uid %u) or root", path,
-		         (unsigned)st.st_uid, (unsigned)geteuid());
+		         "secret file '%s' is owned by uid %u, not by this user (uid %u) or root",
+		         path, (unsigned)st.st_uid, (unsigned)geteuid());
 		return -1;
 	}
 	return 0;

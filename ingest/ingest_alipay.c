@@ -234,9 +234,10 @@ ali_unambiguous(const struct form *f, char *reason, size_t rlen)
 			                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
 
 			if (name > 0 && amp[1 + name] == '=') {
-				snprintf(reason, rlen,
-				         "parameter %zu: its value could be read as further parameters",
-				         i + 1);
+				snprintf(
+				    reason, rlen,
+				    "parameter %zu: its value could be read as further parameters",
+				    i + 1);
 				return VERR_AMBIGUOUS;
 			}
 		}

@@ -113,7 +113,8 @@ ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve, con
 	         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" stage=%s "
 	         "body_len=%zu body_sha256=%s",
 	         channel_name(req->ch), req->im->cm->id, verr_name(ve),
-	         log_quoted(s1, sizeof(s1), reason), pre ? "precheck" : "verify", req->len, req->sha);
+	         log_quoted(s1, sizeof(s1), reason), pre ? "precheck" : "verify", req->len,
+	         req->sha);
 	ingest_answer(req->ch, 0,
 	              (req->ch == CH_WXPAY &&
 	               (ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP))

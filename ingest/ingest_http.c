@@ -18,9 +18,10 @@
  * and resumes the connection with its answer. A request identical to one already in flight
  * is not queued but parked on it (ingest_flight.c), and the leader's reservation answers it.
  * The flow blocks on the database and on the delivery report, the loop never does, and the
- * number of threads competing for the cores is the worker count, not the connection count. The in-flight limit answers 503 at once instead
- * of queueing past a channel's time budget, and a request that waited in the queue longer
- * than ingest.publish_budget_ms is answered 503 without being run (the channel pushes again).
+ * number of threads competing for the cores is the worker count, not the connection count. The
+ * in-flight limit answers 503 at once instead of queueing past a channel's time budget, and a
+ * request that waited in the queue longer than ingest.publish_budget_ms is answered 503 without
+ * being run (the channel pushes again).
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -52,8 +53,8 @@ struct req_ctx {
 	const struct ingest_merchant *im;
 	uint8_t *buf;
 	size_t len, cap;
-	int counted;         /* holds an in-flight slot */
-	int reading;         /* holds a reader slot */
+	int counted;          /* holds an in-flight slot */
+	int reading;          /* holds a reader slot */
 	long long started_us; /* when its headers were complete */
 	enum req_state state;
 	long long queued_us;
@@ -302,13 +303,14 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	if (*upload_len) {
 		size_t n = *upload_len;
 		*upload_len = 0;
-		if (ingest_now_us() - x->started_us > in->cf->ingest.request_timeout_s * 1000000LL) {
+		if (ingest_now_us() - x->started_us >
+		    in->cf->ingest.request_timeout_s * 1000000LL) {
 			/* The idle timeout never fires on a client that keeps sending a byte now
 			 * and then: the whole request has a deadline, and past it the connection
 			 * is closed (libmicrohttpd cannot answer in the middle of an upload). */
 			metrics_inc(in->m.http_errors[4], 1);
 			log_warn(NULL, "event=request_deadline channel=%s merchant=%s received=%zu",
-				 channel_name(x->ch), x->im->cm->id, x->len + n);
+			         channel_name(x->ch), x->im->cm->id, x->len + n);
 			return MHD_NO;
 		}
 		if (x->len + n > (size_t)in->cf->ingest.max_body_bytes) {
@@ -316,7 +318,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 			 * drained, since a sender that never stops would hold it for ever. */
 			metrics_inc(in->m.http_errors[2], 1);
 			log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
-				 channel_name(x->ch), x->im->cm->id);
+			         channel_name(x->ch), x->im->cm->id);
 			return MHD_NO;
 		}
 		if (x->len + n > x->cap) {
@@ -433,18 +435,15 @@ ingest_http_start(struct ingest *in, char *err, size_t errlen)
 	 * whole the first time it is used: at libmicrohttpd's 32 KiB default, the first storm of
 	 * 1,000 connections took ~9,600 page faults and twice the CPU of later ones, at 8 KiB
 	 * ~3,700. Channels' header blocks are 1-2 KiB, and bodies stream through the pool. */
-	in->http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-					MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-				    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR,
-				    (struct sockaddr *)&sin, MHD_OPTION_CONNECTION_TIMEOUT,
-				    (unsigned)ci->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-				    (unsigned)(ci->max_inflight * 4 + 64),
-				    MHD_OPTION_NOTIFY_COMPLETED, http_completed, in,
-				    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-				    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-				    (size_t)ci->connection_memory_bytes,
-				    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)ci->per_ip_connections,
-				    MHD_OPTION_END);
+	in->http = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+	        MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ci->connection_timeout_s,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(ci->max_inflight * 4 + 64),
+	    MHD_OPTION_NOTIFY_COMPLETED, http_completed, in, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+	    (unsigned)1024, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ci->connection_memory_bytes,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)ci->per_ip_connections, MHD_OPTION_END);
 	if (in->http == NULL) {
 		snprintf(err, errlen, "cannot listen on %s:%lld", ci->listen_addr, ci->listen_port);
 		return -1;

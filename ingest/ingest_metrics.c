@@ -55,7 +55,7 @@ ingest_metrics_init(struct ingest_metrics *m)
 	m->unverified = metrics_gauge("paycb_ingest_unverified",
 				      "Requests being verified right now.", "");
 	m->reading = metrics_gauge("paycb_ingest_reading",
-				   "Requests whose body is being read right now.", "");
+	                           "Requests whose body is being read right now.", "");
 	m->queued = metrics_gauge("paycb_ingest_queued",
 				  "Complete requests waiting for a free worker.", "");
 }

@@ -141,8 +141,8 @@ struct stripe_merchant {
  * subset of its verifier with the same verdict, so a request refused here would have been
  * refused there with the same answer. No RSA, no MAC, no parsing of the body.
  */
-enum verr wx_precheck(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
-                      time_t now, char *reason, size_t rlen);
+enum verr wx_precheck(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs, time_t now,
+                      char *reason, size_t rlen);
 enum verr ali_precheck(const uint8_t *body, size_t len, char *reason, size_t rlen);
 enum verr stripe_precheck(const struct http_hdr *, size_t nhdrs, char *reason, size_t rlen);
 enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,

@@ -82,7 +82,7 @@ ingest_init(const struct conf *cf, void **state)
 	if (ingest_work_start(in, (int)cf->ingest.workers, err, sizeof(err)) != 0 ||
 	    ingest_http_start(in, err, sizeof(err)) != 0 ||
 	    admin_start(cf->ingest.admin_addr, (int)cf->ingest.admin_port, ingest_ready, in,
-			cf->admin_token_file, &in->admin, err, sizeof(err)) != 0) {
+	                cf->admin_token_file, &in->admin, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=listen_failed error=\"%s\"", err);
 		return EXIT_UNAVAILABLE;
 	}

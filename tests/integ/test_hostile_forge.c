@@ -246,8 +246,8 @@ pct(char *out, size_t cap, const char *s)
 static void
 alipay_resplit_of_a_signed_body_is_refused(void **state)
 {
-	const char *k[] = {"app_id",  "notify_id", "notify_type", "out_trade_no",
-	                   "subject", "total_amount", "trade_no", "trade_status"};
+	const char *k[] = {"app_id",  "notify_id",    "notify_type", "out_trade_no",
+	                   "subject", "total_amount", "trade_no",    "trade_status"};
 	const char *v[] = {"2021000000000001",
 	                   "N-RS",
 	                   "trade_status_sync",
@@ -335,9 +335,11 @@ signed_value_cannot_forge_log_pairs(void **state)
 		if (strstr(text, "event=ignored") == NULL)
 			continue;
 		lines++;
-		forged += strstr(text, " merchant=evil") != NULL || strstr(text, " amount=") != NULL;
-		escaped += strstr(text, "type=customer.created%20event%3Dreserved%20merchant%3Devil") !=
-		           NULL;
+		forged +=
+		    strstr(text, " merchant=evil") != NULL || strstr(text, " amount=") != NULL;
+		escaped +=
+		    strstr(text, "type=customer.created%20event%3Dreserved%20merchant%3Devil") !=
+		    NULL;
 	}
 	fclose(fp);
 	free(text);
@@ -474,8 +476,8 @@ admin_token_guards_every_admin_path(void **state)
 		assert_int_equal(httpc_request(a2, "GET", paths[i], NULL, "", 0, 5000, &R), 0);
 		assert_int_equal(R.status, 401);
 		assert_int_equal(httpc_request(a2, "GET", paths[i],
-		                               "Authorization: Bearer t0ken-for-the-admin-por\r\n", "",
-		                               0, 5000, &R),
+		                               "Authorization: Bearer t0ken-for-the-admin-por\r\n",
+		                               "", 0, 5000, &R),
 		                 0);
 		assert_int_equal(R.status, 401);
 	}

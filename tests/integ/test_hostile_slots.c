@@ -228,7 +228,8 @@ hold_open(struct hold *h, int n, const char *head)
 		memset(&h[i], 0, sizeof(h[i]));
 		h[i].fd = connect_to(port);
 		assert_true(h[i].fd >= 0);
-		assert_true(send(h[i].fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head));
+		assert_true(send(h[i].fd, head, strlen(head), MSG_NOSIGNAL) ==
+		            (ssize_t)strlen(head));
 		fcntl(h[i].fd, F_SETFL, fcntl(h[i].fd, F_GETFL) | O_NONBLOCK);
 		h[i].opened_ms = harness_now_ms();
 	}
@@ -253,8 +254,8 @@ hold_check(const struct hold *h, int n, int open, const char *what)
 		if (h[i].closed_ms && h[i].closed_ms - h[i].opened_ms > slowest)
 			slowest = h[i].closed_ms - h[i].opened_ms;
 	}
-	printf("# %s: %d of %d closed by the server, the last after %lld ms\n", what, n - open,
-	       n, slowest);
+	printf("# %s: %d of %d closed by the server, the last after %lld ms\n", what, n - open, n,
+	       slowest);
 	if (open > 0)
 		fail_msg("%s: %d connections still open past the deadline", what, open);
 }
@@ -357,9 +358,8 @@ junk_one(int kind, struct httpc_resp *r)
 		              strlen(ali_junk), 10000, r);
 		return;
 	case 1: /* A WeChat signature of the wrong length. */
-		assert_int_equal(chan_wx_pay(&K, &n, "J-1", "4200J1", 100, K.wx_cert_key,
-		                             K.wx_serial, now),
-		                 0);
+		assert_int_equal(
+		    chan_wx_pay(&K, &n, "J-1", "4200J1", 100, K.wx_cert_key, K.wx_serial, now), 0);
 		snprintf(hdr, sizeof(hdr), "%s", n.headers);
 		*strstr(hdr, "Wechatpay-Signature: ") = '\0';
 		strcat(hdr, "Wechatpay-Signature: QUFBQQ==\r\n");
@@ -470,9 +470,8 @@ per_ip_limit_refuses_a_fifth_connection(void **state)
 	(void)state;
 	snprintf(conf, sizeof(conf), "%s/paycb-perip.conf", K.dir);
 	snprintf(log, sizeof(log), "%s/ingest-perip.log", K.dir);
-	assert_int_equal(chan_write_conf(&cf, &K, conf, cf.kafka.brokers, p2, a2,
-	                                 "per_ip_connections = 4;"),
-	                 0);
+	assert_int_equal(
+	    chan_write_conf(&cf, &K, conf, cf.kafka.brokers, p2, a2, "per_ip_connections = 4;"), 0);
 	assert_true((pid = chan_spawn_ingest(conf, log, a2)) > 0);
 	for (int i = 0; i < 5; i++) {
 		fds[i] = connect_to(p2);
@@ -491,9 +490,8 @@ per_ip_limit_refuses_a_fifth_connection(void **state)
 	for (int i = 0; i < 5; i++)
 		close(fds[i]);
 	/* Once the four are gone, that address is served again. */
-	assert_int_equal(chan_stripe_pay(&n, K.stripe_new, "GPERIP-1", "pi_gperip1", 100,
-	                                 time(NULL)),
-	                 0);
+	assert_int_equal(
+	    chan_stripe_pay(&n, K.stripe_new, "GPERIP-1", "pi_gperip1", 100, time(NULL)), 0);
 	for (long long end = harness_now_ms() + 5000; harness_now_ms() < end;) {
 		if (chan_post(p2, "/pay/callback/stripe", &n, r) == 0 && r->status == 200)
 			break;

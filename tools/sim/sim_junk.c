@@ -49,18 +49,22 @@ junk_client(void *arg)
 		case 1:
 			snprintf(wx, sizeof(wx),
 			         "Content-Type: application/json\r\nWechatpay-Timestamp: %lld\r\n"
-			         "Wechatpay-Nonce: junk\r\nWechatpay-Serial: 7F0000000000000000000001\r\n"
+			         "Wechatpay-Nonce: junk\r\nWechatpay-Serial: "
+			         "7F0000000000000000000001\r\n"
 			         "Wechatpay-Signature: QUFBQQ==\r\n",
 			         now - (k % 8 == 1 ? 3600 : 0));
-			sim_http_post(&c, "/pay/callback/wxpay", wx, "{\"id\":\"junk\"}", 13, 5000, &a);
+			sim_http_post(&c, "/pay/callback/wxpay", wx, "{\"id\":\"junk\"}", 13, 5000,
+			              &a);
 			break;
 		case 2:
-			sim_http_post(&c, "/pay/callback/wxpay", "Content-Type: application/json\r\n",
-			              "{\"id\":\"junk\"}", 13, 5000, &a);
+			sim_http_post(&c, "/pay/callback/wxpay",
+			              "Content-Type: application/json\r\n", "{\"id\":\"junk\"}", 13,
+			              5000, &a);
 			break;
 		default:
-			sim_http_post(&c, "/pay/callback/stripe", "Content-Type: application/json\r\n",
-			              "{\"id\":\"evt_junk\"}", 17, 5000, &a);
+			sim_http_post(&c, "/pay/callback/stripe",
+			              "Content-Type: application/json\r\n", "{\"id\":\"evt_junk\"}",
+			              17, 5000, &a);
 			break;
 		}
 		atomic_fetch_add(&j->sent, 1);
@@ -78,8 +82,10 @@ junk_client(void *arg)
 int
 sim_junk_main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'}, {"seconds", 1, NULL, 's'},
-	                                   {"report", 1, NULL, 'r'},      {"help", 0, NULL, 'h'},
+	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'},
+	                                   {"seconds", 1, NULL, 's'},
+	                                   {"report", 1, NULL, 'r'},
+	                                   {"help", 0, NULL, 'h'},
 	                                   {NULL, 0, NULL, 0}};
 	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
 	struct junk_run j;
@@ -108,15 +114,17 @@ sim_junk_main(int argc, char **argv)
 			report = optarg;
 			break;
 		default:
-			fprintf(stderr, "usage: paycb-sim junk -c CONF [--concurrency C] [--seconds S] "
-			                "[--report FILE]\n");
+			fprintf(stderr,
+			        "usage: paycb-sim junk -c CONF [--concurrency C] [--seconds S] "
+			        "[--report FILE]\n");
 			rc = opt == 'h' ? 0 : EXIT_USAGE;
 			goto done;
 		}
 	}
 	if (conf == NULL || conc < 1 || conc > 512 || secs < 1 || secs > 600) {
-		fprintf(stderr, "paycb-sim junk: need -c CONF, 1 <= concurrency <= 512, 1 <= seconds "
-		                "<= 600\n");
+		fprintf(stderr,
+		        "paycb-sim junk: need -c CONF, 1 <= concurrency <= 512, 1 <= seconds "
+		        "<= 600\n");
 		rc = EXIT_USAGE;
 		goto done;
 	}
@@ -145,7 +153,8 @@ sim_junk_main(int argc, char **argv)
 	t0 = sim_now_us() - t0;
 	fp = report ? fopen(report, "w") : stdout;
 	if (fp != NULL) {
-		fprintf(fp, "sent=%lld\nrefused=%lld\nbusy=%lld\nother=%lld\nrate=%lld\nclients=%d\n",
+		fprintf(fp,
+		        "sent=%lld\nrefused=%lld\nbusy=%lld\nother=%lld\nrate=%lld\nclients=%d\n",
 		        atomic_load(&j.sent), atomic_load(&j.refused), atomic_load(&j.busy),
 		        atomic_load(&j.other), atomic_load(&j.sent) * 1000000LL / (t0 > 0 ? t0 : 1),
 		        started);
