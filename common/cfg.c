@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct cfg_ctx {
@@ -396,25 +398,77 @@ cfg_free(const struct cfg_setting *tab, void *out)
 }
 
 int
+cfg_secret_perms(int fd, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "secret file '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	/* As ssh does with private keys: a secret others could read is already half-shared. */
+	if ((st.st_mode & 077) != 0) {
+		snprintf(err, errlen,
+		         "secret file '%s' is readable or writable by group or others (mode %04o); "
+		         "chmod 600 it",
+		         path, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		snprintf(err, errlen,
+		         "secret file '%s' is owned by uid %u, not by this user (uid %u) or root",
+		         path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -1;
+	}
+	return 0;
+}
+
+int
+cfg_secret_file_ok(const char *path, char *err, size_t errlen)
+{
+	int fd, rc;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		snprintf(err, errlen, "cannot open secret file '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	rc = cfg_secret_perms(fd, path, err, errlen);
+	close(fd);
+	return rc;
+}
+
+int
 cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t errlen)
 {
-	FILE *fp = NULL;
+	enum { CAP = 65536 };
 	char *buf = NULL;
 	size_t n = 0;
-	int rc = -1;
+	ssize_t r;
+	int fd, rc = -1;
 
-	if ((fp = fopen(path, "rb")) == NULL) {
+	/* Plain read(2), not stdio: a FILE buffer would keep a copy of the secret. */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		snprintf(err, errlen, "cannot open secret file '%s': %s", path, strerror(errno));
 		goto done;
 	}
-	if ((buf = malloc(65537)) == NULL) {
+	if (cfg_secret_perms(fd, path, err, errlen) != 0)
+		goto done;
+	if ((buf = malloc(CAP + 1)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto done;
 	}
-	n = fread(buf, 1, 65536, fp);
-	if (ferror(fp) || !feof(fp)) {
-		snprintf(err, errlen, "cannot read secret file '%s' (error or larger than 64 KiB)",
-		         path);
+	while (n <= CAP && (r = read(fd, buf + n, CAP + 1 - n)) != 0) {
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(err, errlen, "cannot read secret file '%s': %s", path,
+			         strerror(errno));
+			goto done;
+		}
+		n += (size_t)r;
+	}
+	if (n > CAP) {
+		snprintf(err, errlen, "cannot read secret file '%s' (larger than 64 KiB)", path);
 		goto done;
 	}
 	if (n > 0 && buf[n - 1] == '\n')
@@ -431,9 +485,12 @@ cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t err
 	buf = NULL;
 	rc = 0;
 done:
-	if (fp)
-		fclose(fp);
-	free(buf);
+	if (fd >= 0)
+		close(fd);
+	if (buf != NULL) {
+		explicit_bzero(buf, CAP + 1);
+		free(buf);
+	}
 	return rc;
 }
 

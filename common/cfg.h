@@ -70,8 +70,17 @@ int cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigne
 /* Frees the strings and arrays cfg_load allocated in out. */
 void cfg_free(const struct cfg_setting *tab, void *out);
 
-/* Reads a secret file into a NUL-terminated buffer, dropping one trailing newline. */
+/*
+ * Reads a secret file into a NUL-terminated buffer, dropping one trailing newline. A file
+ * readable or writable by group or others, or owned by neither this user nor root, is refused
+ * with an error naming it (cfg_secret_perms), as ssh refuses such private keys.
+ */
 int cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t errlen);
+
+/* The permission check of an open secret file: 0 or -1 with err naming path. */
+int cfg_secret_perms(int fd, const char *path, char *err, size_t errlen);
+/* The same check by path, for the daemons' check of every secret at startup. */
+int cfg_secret_file_ok(const char *path, char *err, size_t errlen);
 
 /*
  * Writes the documentation table (Markdown) of tab to fp, one row per setting, so

@@ -88,10 +88,21 @@ static const struct cfg_setting ingest_tab[] = {
 	INT("max_body_bytes", "65536", 1024, 1048576, IN(max_body_bytes),
 	    "larger bodies get 413 without being read"),
 	INT("max_inflight", "256", 1, 100000, IN(max_inflight),
-	    "requests admitted at once, running or queued for a worker; beyond it 503 at once"),
+	    "complete requests admitted at once, running or queued for a worker; beyond it 503 at "
+	    "once. A request takes its slot when its body is complete and has passed the cheap "
+	    "checks (headers, signature length, parameter count)"),
 	INT("max_unverified", "64", 1, 100000, IN(max_unverified),
-	    "requests not yet verified at once (smaller, so floods of junk cannot starve real "
-	    "traffic)"),
+	    "admitted requests being verified at once; beyond it 503 at once. Junk that fails the "
+	    "cheap checks takes no slot at all; junk shaped like a notification competes here"),
+	INT("max_readers", "512", 1, 100000, IN(max_readers),
+	    "requests whose body is still being read, at once; beyond it 503 at once (a slow "
+	    "body holds a reader, never an in-flight slot)"),
+	INT("request_timeout_s", "15", 1, 300, IN(request_timeout_s),
+	    "whole-request deadline from the headers to the last body byte: a client still "
+	    "sending after it is disconnected, however steadily it sends"),
+	INT("per_ip_connections", "0", 0, 100000, IN(per_ip_connections),
+	    "connections one client address may hold at once, for a listener reached directly; "
+	    "0 = no limit (behind nginx every connection comes from nginx)"),
 	INT("workers", "256", 1, 4096, IN(workers),
 	    "threads that run requests (verify, reserve, publish); the connections themselves are "
 	    "read by one event loop, and admitted requests beyond the workers wait in a queue"),
@@ -213,6 +224,9 @@ static const struct cfg_setting merchant_tab[] = {
 
 const struct cfg_setting conf_table[] = {
 	STR("log_level", "info", O(log_level), CFGF_NONEMPTY, 0, "debug, info, warn or error"),
+	STR("admin_token_file", "", O(admin_token_file), CFGF_FILE, 0,
+	    "file holding a bearer token every admin listener then requires on every path "
+	    "(Authorization: Bearer ...; 401 without it); empty = no token"),
 	{"database", CFG_GROUP, NULL, 0, 0, O(db), 0, 0, db_tab, 0, NOFLAG, "MariaDB / MySQL"},
 	{"kafka", CFG_GROUP, NULL, 0, 0, O(kafka), 0, 0, kafka_tab, 0, NOFLAG, "Kafka"},
 	{"retry", CFG_GROUP, NULL, 0, 0, O(retry), 0, 0, retry_tab, 0, NOFLAG,
@@ -278,6 +292,32 @@ conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *
 			         out->merchants[i].id);
 	}
 	return errs->n;
+}
+
+int
+conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen)
+{
+	if (c->db.password_file && cfg_secret_file_ok(c->db.password_file, err, errlen) != 0)
+		return -1;
+	if (c->kafka.sasl_password_file && c->kafka.sasl_password_file[0] != '\0' &&
+	    cfg_secret_file_ok(c->kafka.sasl_password_file, err, errlen) != 0)
+		return -1;
+	if (c->admin_token_file && c->admin_token_file[0] != '\0' &&
+	    cfg_secret_file_ok(c->admin_token_file, err, errlen) != 0)
+		return -1;
+	if ((proc & PROC_INGEST) == 0)
+		return 0;
+	for (int i = 0; i < c->nmerchants; i++) {
+		const struct conf_merchant *m = &c->merchants[i];
+
+		if (m->has_wxpay && m->wxpay.apiv3_key_file &&
+		    cfg_secret_file_ok(m->wxpay.apiv3_key_file, err, errlen) != 0)
+			return -1;
+		for (int k = 0; m->has_stripe && k < m->stripe.secret_files.n; k++)
+			if (cfg_secret_file_ok(m->stripe.secret_files.v[k], err, errlen) != 0)
+				return -1;
+	}
+	return 0;
 }
 
 void

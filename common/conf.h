@@ -51,6 +51,7 @@ struct conf_ingest {
 	long long max_body_bytes;
 	long long max_inflight, max_unverified, workers;
 	long long connection_timeout_s;
+	long long max_readers, request_timeout_s, per_ip_connections;
 	long long connection_memory_bytes;
 	long long publish_budget_ms;
 	long long timestamp_tolerance_s;
@@ -108,6 +109,7 @@ struct conf_merchant {
 
 struct conf {
 	char *log_level;
+	char *admin_token_file; /* "" = the admin listeners ask for no token */
 	struct conf_db db;
 	struct conf_kafka kafka;
 	struct conf_retry retry;
@@ -125,6 +127,12 @@ extern const struct cfg_setting conf_table[];
  * returns the number of errors with the messages in errs.
  */
 int conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs);
+/*
+ * Checks that every secret file the program mask proc reads (database and SASL passwords; for
+ * ingest the APIv3 keys and Stripe secrets) is private to this user: 0 or -1 with err naming
+ * the file.
+ */
+int conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen);
 void conf_free(struct conf *c);
 const struct conf_merchant *conf_merchant(const struct conf *c, const char *id);
 

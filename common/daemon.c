@@ -5,6 +5,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,12 +53,16 @@ daemon_main(int argc, char **argv, const struct daemon_ops *ops)
 						 {NULL, 0, NULL, 0}};
 	const char *file = getenv("PAYCB_CONF") ? getenv("PAYCB_CONF") : "/etc/paycb/paycb.conf";
 	struct cfg_errors errs;
+	char why[512];
 	struct conf cf;
 	struct sigaction sa;
 	enum log_level lvl;
 	void *state = NULL;
 	int check = 0, c, rc;
 
+	/* No core dumps, and no ptrace by other processes of this user: a dump would write the
+	 * secrets in memory (APIv3 keys, Stripe secrets, passwords) to disk. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	log_init(ops->name);
 	while ((c = getopt_long(argc, argv, "c:n", longopts, NULL)) != -1) {
 		switch (c) {
@@ -90,6 +95,11 @@ daemon_main(int argc, char **argv, const struct daemon_ops *ops)
 	if (log_level_parse(cf.log_level, &lvl) != 0) {
 		fprintf(stderr, "%s: %s: setting 'log_level': unknown level '%s'\n", ops->name,
 			file, cf.log_level);
+		conf_free(&cf);
+		return EXIT_CONFIG;
+	}
+	if (conf_check_secrets(&cf, ops->proc, why, sizeof(why)) != 0) {
+		fprintf(stderr, "%s: %s: %s\n", ops->name, file, why);
 		conf_free(&cf);
 		return EXIT_CONFIG;
 	}

@@ -63,8 +63,13 @@ db_is_connection_error(unsigned int err)
 static enum db_rc
 db_fail(struct db *db, unsigned int err, const char *msg)
 {
+	char text[sizeof(db->last_error)];
+
 	db->last_errno = err;
-	snprintf(db->last_error, sizeof(db->last_error), "%u %s", err, msg);
+	/* The server's text can quote data; kept escaped, it is safe inside error="..." on any
+	 * log line. */
+	snprintf(text, sizeof(text), "%u %s", err, msg);
+	log_quoted(db->last_error, sizeof(db->last_error), text);
 	if (db_is_connection_error(err) || err == 0)
 		db->broken = 1;
 	return err == 0 ? DB_RETRYABLE : db_classify(err);
@@ -144,7 +149,7 @@ db_open(struct db *db, const struct conf_db *cf)
 	memset(db, 0, sizeof(*db));
 	db->cf = cf;
 	if (cfg_read_secret(cf->password_file, &db->password, &len, err, sizeof(err)) != 0) {
-		snprintf(db->last_error, sizeof(db->last_error), "%s", err);
+		log_quoted(db->last_error, sizeof(db->last_error), err);
 		return DB_FATAL;
 	}
 	return db_connect(db);
@@ -158,7 +163,7 @@ db_close(struct db *db)
 		mysql_close(db->my);
 	db->my = NULL;
 	if (db->password) {
-		memset(db->password, 0, strlen(db->password));
+		explicit_bzero(db->password, strlen(db->password));
 		free(db->password);
 	}
 	db->password = NULL;

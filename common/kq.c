@@ -75,7 +75,7 @@ kq_conf_common(rd_kafka_conf_t *conf, const struct conf_kafka *cf, char *err, si
 	rc = 0;
 done:
 	if (pw) {
-		memset(pw, 0, strlen(pw));
+		explicit_bzero(pw, strlen(pw));
 		free(pw);
 	}
 	return rc;

@@ -95,17 +95,56 @@ log_cbid(char *buf, unsigned long long id, int refund)
 	return buf;
 }
 
-const char *
-log_safe(char *buf, unsigned long len, const char *s)
+/* log_escape - copies s into buf, writing each byte that keep() refuses as %XX. */
+static const char *
+log_escape(char *buf, unsigned long len, const char *s, int (*keep)(unsigned char))
 {
-	unsigned long i;
+	static const char hex[] = "0123456789ABCDEF";
+	unsigned long o = 0;
 
 	if (len == 0)
 		return "";
-	for (i = 0; s && s[i] && i + 1 < len; i++) {
+	for (unsigned long i = 0; s && s[i]; i++) {
 		unsigned char c = (unsigned char)s[i];
-		buf[i] = (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') ? (char)c : '?';
+
+		if (keep(c)) {
+			if (o + 1 >= len)
+				break;
+			buf[o++] = (char)c;
+		} else {
+			if (o + 3 >= len)
+				break;
+			buf[o++] = '%';
+			buf[o++] = hex[c >> 4];
+			buf[o++] = hex[c & 15];
+		}
 	}
-	buf[i] = '\0';
+	buf[o] = '\0';
 	return buf;
+}
+
+/* A bare value may not hold a space or '=', or it could add key=value pairs to its line. */
+static int
+log_keep_bare(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '=' && c != '%';
+}
+
+/* A quoted value keeps spaces and '='; it may not end its quotes early. */
+static int
+log_keep_quoted(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '%';
+}
+
+const char *
+log_safe(char *buf, unsigned long len, const char *s)
+{
+	return log_escape(buf, len, s, log_keep_bare);
+}
+
+const char *
+log_quoted(char *buf, unsigned long len, const char *s)
+{
+	return log_escape(buf, len, s, log_keep_quoted);
 }

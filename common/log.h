@@ -31,9 +31,16 @@ void log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap)
 char *log_cbid(char *buf, unsigned long long id, int refund);
 
 /*
- * Copies s into buf as a log-safe value: printable ASCII only (no quotes or backslashes), at most len-1 bytes,
- * anything else replaced by '?', so hostile field values cannot forge log lines.
+ * Copies s into buf as a log-safe bare value (key=value): printable ASCII without spaces, '=',
+ * quotes, backslashes or '%'; any other byte is written as %XX, so a hostile field value can
+ * neither add key=value pairs nor start a line. At most len-1 bytes; truncated at a whole
+ * character.
  */
 const char *log_safe(char *buf, unsigned long len, const char *s);
+/*
+ * Like log_safe for a value inside double quotes (key="..."): spaces and '=' are kept, quotes,
+ * backslashes, '%' and control bytes are written as %XX, so the value cannot end its quotes.
+ */
+const char *log_quoted(char *buf, unsigned long len, const char *s);
 
 #endif

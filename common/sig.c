@@ -7,6 +7,8 @@
  */
 #include "sig.h"
 
+#include "cfg.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -578,8 +580,9 @@ done:
 	return rc;
 }
 
-int
-sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err, size_t errlen)
+static int
+sig_read(const char *path, size_t max, int secret, uint8_t **buf, size_t *len, char *err,
+         size_t errlen)
 {
 	struct stat st;
 	uint8_t *p = NULL;
@@ -597,6 +600,8 @@ sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *er
 		snprintf(err, errlen, "%s: not a regular file", path);
 		goto done;
 	}
+	if (secret && cfg_secret_perms(fd, path, err, errlen) != 0)
+		goto done;
 	/* Read up to max + 1 bytes whatever st_size says, so a growing file is still bounded. */
 	if ((p = malloc(max + 1)) == NULL) {
 		snprintf(err, errlen, "%s: out of memory", path);
@@ -625,6 +630,19 @@ done:
 		OPENSSL_clear_free(p, max + 1);
 	close(fd);
 	return rc;
+}
+
+int
+sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+	return sig_read(path, max, 0, buf, len, err, errlen);
+}
+
+int
+sig_read_secret_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err,
+                     size_t errlen)
+{
+	return sig_read(path, max, 1, buf, len, err, errlen);
 }
 
 int

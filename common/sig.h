@@ -113,6 +113,10 @@ int sig_load_pubkey_file_serial(const char *path, EVP_PKEY **out, char *serial,
  */
 int sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err,
 		  size_t errlen);
+/* Like sig_read_file for a secret: refused when group- or other-accessible or owned by
+ * another user (cfg_secret_perms). */
+int sig_read_secret_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err,
+                         size_t errlen);
 /* Loads an RSA private key from PEM (PKCS#1 or PKCS#8, unencrypted); for the simulator. */
 int sig_load_privkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *err, size_t errlen);
 int sig_load_privkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen);

@@ -84,9 +84,9 @@ enum outcome {
 
 struct ingest_metrics {
 	struct metric *requests[CH_COUNT][OUT_COUNT];
-	struct metric *verify_fail[CH_COUNT][VERR_UNSUPPORTED + 1];
+	struct metric *verify_fail[CH_COUNT][VERR_COUNT];
 	struct metric *reserve_lat, *publish_lat, *request_lat;
-	struct metric *publish_failures, *inflight, *unverified, *queued, *http_errors[4];
+	struct metric *publish_failures, *inflight, *unverified, *queued, *reading, *http_errors[5];
 	struct metric *coalesced, *coalescing;
 };
 
@@ -99,10 +99,12 @@ struct ingest {
 	struct ingest_work work;
 	struct kq_producer *kp;
 	char topic[256];
-	atomic_int inflight, unverified;
+	atomic_int inflight, unverified, reading;
 	struct ingest_metrics m;
 	struct MHD_Daemon *http;
 	struct admin *admin;
+	struct db ready_db; /* /readyz's own connection (main.c), never one of the pool's */
+	int ready_db_open;
 };
 
 /* One request, as the HTTP front hands it to the flow. */
@@ -129,6 +131,14 @@ struct ingest_resp {
 const char *channel_name(enum channel ch);
 int channel_parse(const char *s, enum channel *out);
 const char *outcome_name(enum outcome o);
+
+/*
+ * The cheap checks of a complete request (ingest_notify.h), run on the event loop before it
+ * takes a slot; and the answer to a request refused by them or by verification.
+ */
+enum verr ingest_precheck(const struct ingest_req *req, char *reason, size_t rlen);
+void ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve,
+                   const char *reason, int pre, struct ingest_resp *resp);
 
 int ingest_merchants_load(struct ingest *in, char *err, size_t errlen);
 void ingest_merchants_free(struct ingest *in);

@@ -23,6 +23,8 @@
 #include "sig.h"
 
 #define ALI_SIGN_B64_MAX SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES)
+/* Real notifications carry about 30 parameters; a body with many more is junk. */
+#define ALI_PARAMS_MAX 64
 
 /* ali_cmp - orders parameters by name bytes, shorter first on a common prefix. */
 static int
@@ -211,6 +213,64 @@ ali_parse(const struct form *f, int ascii, struct notify *out, char *reason, siz
 	return VERR_OK;
 }
 
+/*
+ * ali_unambiguous - the string Alipay signs joins the decoded name=value pairs with '&', so a
+ * decoded value holding "&name=" can be re-encoded as further parameters (and parameters
+ * folded into a value) under the same signature: a signed subject of
+ * "x&total_amount=0.01&trade_no=FAKE" would sign a body with another amount and trade number.
+ * Such a body is refused whichever way it was meant: a value with '&' followed by a name
+ * (letters, digits, '_', as every Alipay parameter is named) and '='. A value with a bare '&'
+ * ("Tom & Jerry", "goods & more=1") cannot re-split into a parameter anything reads, and is
+ * kept.
+ */
+static enum verr
+ali_unambiguous(const struct form *f, char *reason, size_t rlen)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		const char *v = f->pairs[i].val;
+
+		for (const char *amp = strchr(v, '&'); amp != NULL; amp = strchr(amp + 1, '&')) {
+			size_t name = strspn(amp + 1, "abcdefghijklmnopqrstuvwxyz"
+			                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+
+			if (name > 0 && amp[1 + name] == '=') {
+				snprintf(
+				    reason, rlen,
+				    "parameter %zu: its value could be read as further parameters",
+				    i + 1);
+				return VERR_AMBIGUOUS;
+			}
+		}
+	}
+	return VERR_OK;
+}
+
+/* ali_sig_length_known - only a signature of some key's length can verify: no RSA for junk. */
+static int
+ali_sig_length_known(const struct ali_merchant *m, size_t siglen)
+{
+	for (int k = 0; k < m->nkeys; k++)
+		if (m->keys[k] != NULL && (size_t)EVP_PKEY_get_size(m->keys[k]) == siglen)
+			return 1;
+	return 0;
+}
+
+enum verr
+ali_precheck(const uint8_t *body, size_t len, char *reason, size_t rlen)
+{
+	size_t pairs = len > 0 ? 1 : 0;
+
+	if (rlen > 0)
+		reason[0] = '\0';
+	for (size_t i = 0; i < len; i++)
+		pairs += body[i] == '&';
+	if (pairs > ALI_PARAMS_MAX) {
+		snprintf(reason, rlen, "form body: more than %d parameters", ALI_PARAMS_MAX);
+		return VERR_BODY;
+	}
+	return VERR_OK;
+}
+
 enum verr
 ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, struct notify *out,
                  char *reason, size_t rlen)
@@ -232,9 +292,17 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
 	}
 	if (form_decode(body, len, &f, err, sizeof(err)) != 0) {
 		snprintf(reason, rlen, "form body: %s", err);
+		/* A repeated name: which of the values was signed is a matter of reading. */
+		e = strstr(err, "duplicated name") != NULL ? VERR_AMBIGUOUS : VERR_BODY;
+		goto done;
+	}
+	if (f.n > ALI_PARAMS_MAX) {
+		snprintf(reason, rlen, "form body: more than %d parameters", ALI_PARAMS_MAX);
 		e = VERR_BODY;
 		goto done;
 	}
+	if ((e = ali_unambiguous(&f, reason, rlen)) != VERR_OK)
+		goto done;
 	/* With charset utf-8 (or none, Alipay's current default) the bytes must be UTF-8. */
 	charset = form_get(&f, "charset");
 	utf8 = charset == NULL || strcasecmp(charset->val, "utf-8") == 0;
@@ -259,6 +327,10 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
 	if (sign->vlen > ALI_SIGN_B64_MAX ||
 	    sig_b64_decode(sign->val, sign->vlen, sig, sizeof(sig), &siglen) != 0) {
 		snprintf(reason, rlen, "sign is not base64 of an RSA signature");
+		goto done;
+	}
+	if (!ali_sig_length_known(m, siglen)) {
+		snprintf(reason, rlen, "sign is not the length of any key's signatures");
 		goto done;
 	}
 	if (!ali_verify_rule(m, &f, 0, sig, siglen) &&

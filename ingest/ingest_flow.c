@@ -88,6 +88,41 @@ ingest_verify(const struct ingest_req *req, struct notify *n, char *reason, size
 	}
 }
 
+enum verr
+ingest_precheck(const struct ingest_req *req, char *reason, size_t rlen)
+{
+	switch (req->ch) {
+	case CH_WXPAY:
+		return wx_precheck(&req->im->wx, req->hdrs, req->nhdrs, time(NULL), reason, rlen);
+	case CH_ALIPAY:
+		return ali_precheck(req->body, req->len, reason, rlen);
+	default:
+		return stripe_precheck(req->hdrs, req->nhdrs, reason, rlen);
+	}
+}
+
+void
+ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve, const char *reason,
+              int pre, struct ingest_resp *resp)
+{
+	char s1[NOTIFY_STR];
+
+	metrics_inc(in->m.verify_fail[req->ch][ve < VERR_COUNT ? ve : 0], 1);
+	resp->outcome = OUT_REJECTED;
+	log_warn(NULL,
+	         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" stage=%s "
+	         "body_len=%zu body_sha256=%s",
+	         channel_name(req->ch), req->im->cm->id, verr_name(ve),
+	         log_quoted(s1, sizeof(s1), reason), pre ? "precheck" : "verify", req->len,
+	         req->sha);
+	ingest_answer(req->ch, 0,
+	              (req->ch == CH_WXPAY &&
+	               (ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP))
+	                  ? 401
+	                  : 400,
+	              verr_name(ve), resp);
+}
+
 static const char *SQL_RESERVE_PAY =
     "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, out_trade_no, "
     "event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "
@@ -236,7 +271,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	metrics_inc(in->m.publish_failures, 1);
 	resp->outcome = OUT_UNPUBLISHED;
 	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
-	         (ingest_now_us() - t0) / 1000, err);
+	         (ingest_now_us() - t0) / 1000, log_quoted(err, sizeof(err), err));
 }
 
 /* The channel's success answer: WeChat Pay's 204, the others' 200. */
@@ -360,19 +395,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		snprintf(reason, sizeof(reason), "unsupported currency or amount");
 	}
 	if (ve != VERR_OK) {
-		metrics_inc(in->m.verify_fail[req->ch][ve <= VERR_UNSUPPORTED ? ve : 0], 1);
-		resp->outcome = OUT_REJECTED;
-		log_warn(NULL,
-		         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" "
-		         "body_len=%zu body_sha256=%s",
-		         ch, merchant, verr_name(ve), log_safe(s1, sizeof(s1), reason), req->len,
-		         sha);
-		ingest_answer(req->ch, 0,
-		              (req->ch == CH_WXPAY &&
-		               (ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP))
-		                  ? 401
-		                  : 400,
-		              verr_name(ve), resp);
+		ingest_reject(in, req, ve, reason, 0, resp);
 		goto out;
 	}
 	if (n.kind == NOTIFY_IGNORED) {

@@ -4,16 +4,24 @@
  * Routes: POST /pay/callback/{channel} (merchant "default") and
  * POST /pay/callback/{channel}/{merchant_id}. Unknown route, channel or merchant: 404; other
  * methods: 405; a body declared over ingest.max_body_bytes: 413 without reading it (a chunked
- * body that grows past it is discarded as it arrives, then 413).
+ * body that grows past it is not drained: the connection is closed).
+ *
+ * Slots, in the order a request meets them: while its body is read it holds a reader
+ * (ingest.max_readers), for at most ingest.request_timeout_s from its headers however steadily
+ * it sends; once complete it must pass the cheap checks (ingest_precheck: headers, signature
+ * length, parameter count), answered from the loop itself when it fails them; only then does
+ * it take an in-flight slot (ingest.max_inflight). So neither a slow body nor junk can hold a
+ * slot a genuine notification needs.
  *
  * One event loop (libmicrohttpd's internal thread on epoll) reads every connection; a
  * complete request is suspended and queued for a worker (ingest_work.c), which runs the flow
  * and resumes the connection with its answer. A request identical to one already in flight
  * is not queued but parked on it (ingest_flight.c), and the leader's reservation answers it.
  * The flow blocks on the database and on the delivery report, the loop never does, and the
- * number of threads competing for the cores is the worker count, not the connection count. The in-flight limit answers 503 at once instead
- * of queueing past a channel's time budget, and a request that waited in the queue longer
- * than ingest.publish_budget_ms is answered 503 without being run (the channel pushes again).
+ * number of threads competing for the cores is the worker count, not the connection count. The
+ * in-flight limit answers 503 at once instead of queueing past a channel's time budget, and a
+ * request that waited in the queue longer than ingest.publish_budget_ms is answered 503 without
+ * being run (the channel pushes again).
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -45,8 +53,9 @@ struct req_ctx {
 	const struct ingest_merchant *im;
 	uint8_t *buf;
 	size_t len, cap;
-	int counted;   /* holds an in-flight slot */
-	int too_large; /* a chunked body passed the limit: discard the rest, then 413 */
+	int counted;          /* holds an in-flight slot */
+	int reading;          /* holds a reader slot */
+	long long started_us; /* when its headers were complete */
 	enum req_state state;
 	long long queued_us;
 	time_t arrived;                 /* wall second the request was complete */
@@ -131,6 +140,17 @@ http_fail(struct MHD_Connection *c, enum channel ch, unsigned status, const char
 	return http_send(c, status, resp.type, resp.body);
 }
 
+/* http_unread - gives back the reader slot of a request whose reading has ended. */
+static void
+http_unread(struct ingest *in, struct req_ctx *x)
+{
+	if (!x->reading)
+		return;
+	x->reading = 0;
+	atomic_fetch_sub(&in->reading, 1);
+	metrics_set(in->m.reading, atomic_load(&in->reading));
+}
+
 static enum MHD_Result
 http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const char *method,
 	   void **con_cls)
@@ -160,19 +180,20 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 			 channel_name(ch), merchant, cl);
 		return http_fail(c, ch, 413, "body too large");
 	}
-	if (atomic_fetch_add(&in->inflight, 1) >= in->cf->ingest.max_inflight) {
-		atomic_fetch_sub(&in->inflight, 1);
+	if (atomic_fetch_add(&in->reading, 1) >= in->cf->ingest.max_readers) {
+		atomic_fetch_sub(&in->reading, 1);
 		metrics_inc(in->m.requests[ch][OUT_BUSY], 1);
 		return http_fail(c, ch, 503, "busy");
 	}
-	metrics_set(in->m.inflight, atomic_load(&in->inflight));
+	metrics_set(in->m.reading, atomic_load(&in->reading));
 	if ((x = calloc(1, sizeof(*x))) == NULL) {
-		atomic_fetch_sub(&in->inflight, 1);
+		atomic_fetch_sub(&in->reading, 1);
 		return MHD_NO;
 	}
 	x->ch = ch;
 	x->im = im;
-	x->counted = 1;
+	x->reading = 1;
+	x->started_us = ingest_now_us();
 	*con_cls = x;
 	return MHD_YES;
 }
@@ -282,19 +303,23 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	if (*upload_len) {
 		size_t n = *upload_len;
 		*upload_len = 0;
-		if (x->too_large)
-			return MHD_YES;
+		if (ingest_now_us() - x->started_us >
+		    in->cf->ingest.request_timeout_s * 1000000LL) {
+			/* The idle timeout never fires on a client that keeps sending a byte now
+			 * and then: the whole request has a deadline, and past it the connection
+			 * is closed (libmicrohttpd cannot answer in the middle of an upload). */
+			metrics_inc(in->m.http_errors[4], 1);
+			log_warn(NULL, "event=request_deadline channel=%s merchant=%s received=%zu",
+			         channel_name(x->ch), x->im->cm->id, x->len + n);
+			return MHD_NO;
+		}
 		if (x->len + n > (size_t)in->cf->ingest.max_body_bytes) {
-			/*
-			 * A chunked body grew past the limit. libmicrohttpd cannot answer in the
-			 * middle of an upload, so the rest is discarded as it arrives (memory stays
-			 * bounded, the read timeout bounds a slow sender) and 413 follows.
-			 */
-			x->too_large = 1;
-			free(x->buf);
-			x->buf = NULL;
-			x->len = x->cap = 0;
-			return MHD_YES;
+			/* A chunked body grew past the limit: the connection is closed rather than
+			 * drained, since a sender that never stops would hold it for ever. */
+			metrics_inc(in->m.http_errors[2], 1);
+			log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
+			         channel_name(x->ch), x->im->cm->id);
+			return MHD_NO;
 		}
 		if (x->len + n > x->cap) {
 			size_t cap = x->cap ? x->cap * 2 : 4096;
@@ -318,15 +343,39 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	if (x->state != RQ_READING)
 		return MHD_YES;
 	x->state = RQ_SENT;
-	if (x->too_large) {
-		metrics_inc(in->m.http_errors[2], 1);
-		log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
-			 channel_name(x->ch), x->im->cm->id);
-		return http_fail(c, x->ch, 413, "body too large");
-	}
+	http_unread(in, x);
 	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &x->hs);
 	if (x->hs.overflow)
 		return http_fail(c, x->ch, 400, "too many headers");
+	sig_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
+	{
+		/* The cheap checks, here on the loop: junk is answered without taking a slot. */
+		struct ingest_req req;
+		char reason[256];
+		enum verr ve;
+
+		memset(&req, 0, sizeof(req));
+		req.ch = x->ch;
+		req.im = x->im;
+		req.hdrs = x->hs.h;
+		req.nhdrs = x->hs.n;
+		req.body = x->buf ? x->buf : (const uint8_t *)"";
+		req.len = x->len;
+		req.sha = x->sha;
+		if ((ve = ingest_precheck(&req, reason, sizeof(reason))) != VERR_OK) {
+			memset(&x->resp, 0, sizeof(x->resp));
+			ingest_reject(in, &req, ve, reason, 1, &x->resp);
+			metrics_inc(in->m.requests[x->ch][OUT_REJECTED], 1);
+			return http_send(c, x->resp.status, x->resp.type, x->resp.body);
+		}
+	}
+	if (atomic_fetch_add(&in->inflight, 1) >= in->cf->ingest.max_inflight) {
+		atomic_fetch_sub(&in->inflight, 1);
+		metrics_inc(in->m.requests[x->ch][OUT_BUSY], 1);
+		return http_fail(c, x->ch, 503, "busy");
+	}
+	x->counted = 1;
+	metrics_set(in->m.inflight, atomic_load(&in->inflight));
 	/* Suspended before it is queued or parked, so that a fast worker never resumes it too
 	 * early. */
 	x->state = RQ_QUEUED;
@@ -335,7 +384,6 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	x->arrived = time(NULL);
 	x->job.run = http_run;
 	x->job.settle = http_settle;
-	sig_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
 	MHD_suspend_connection(c);
 	{
 		char key[INGEST_FLIGHT_KEY_MAX];
@@ -358,6 +406,7 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	if (x == NULL)
 		return;
+	http_unread(in, x);
 	if (x->counted) {
 		atomic_fetch_sub(&in->inflight, 1);
 		metrics_set(in->m.inflight, atomic_load(&in->inflight));
@@ -386,16 +435,15 @@ ingest_http_start(struct ingest *in, char *err, size_t errlen)
 	 * whole the first time it is used: at libmicrohttpd's 32 KiB default, the first storm of
 	 * 1,000 connections took ~9,600 page faults and twice the CPU of later ones, at 8 KiB
 	 * ~3,700. Channels' header blocks are 1-2 KiB, and bodies stream through the pool. */
-	in->http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-					MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-				    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR,
-				    (struct sockaddr *)&sin, MHD_OPTION_CONNECTION_TIMEOUT,
-				    (unsigned)ci->connection_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-				    (unsigned)(ci->max_inflight * 4 + 64),
-				    MHD_OPTION_NOTIFY_COMPLETED, http_completed, in,
-				    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-				    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-				    (size_t)ci->connection_memory_bytes, MHD_OPTION_END);
+	in->http = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+	        MHD_USE_ITC | MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, http_handle, in, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ci->connection_timeout_s,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)(ci->max_inflight * 4 + 64),
+	    MHD_OPTION_NOTIFY_COMPLETED, http_completed, in, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+	    (unsigned)1024, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ci->connection_memory_bytes,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)ci->per_ip_connections, MHD_OPTION_END);
 	if (in->http == NULL) {
 		snprintf(err, errlen, "cannot listen on %s:%lld", ci->listen_addr, ci->listen_port);
 		return -1;

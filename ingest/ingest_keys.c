@@ -99,7 +99,7 @@ keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t er
 	uint8_t *buf;
 	size_t len, n;
 
-	if (sig_read_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
+	if (sig_read_secret_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
 	n = keys_trim_newline(buf, len);
 	/* AEAD_AES_256_GCM needs exactly 32 key bytes; a shorter key is a config mistake. */
@@ -142,7 +142,7 @@ keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t e
 			 sizeof(m->secrets) / sizeof(m->secrets[0]));
 		return -1;
 	}
-	if (sig_read_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
+	if (sig_read_secret_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
 	n = keys_trim_newline(buf, len);
 	if (n == 0) {

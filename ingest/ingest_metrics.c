@@ -9,7 +9,7 @@
 void
 ingest_metrics_init(struct ingest_metrics *m)
 {
-	static const char *const http[] = {"not_found", "method", "too_large", "other"};
+	static const char *const http[] = {"not_found", "method", "too_large", "other", "deadline"};
 	char l[160];
 
 	for (int c = 0; c < CH_COUNT; c++) {
@@ -24,14 +24,14 @@ ingest_metrics_init(struct ingest_metrics *m)
 		}
 	}
 	for (int c = 0; c < CH_COUNT; c++)
-		for (int r = 0; r <= VERR_UNSUPPORTED; r++) {
+		for (int r = 0; r < VERR_COUNT; r++) {
 			snprintf(l, sizeof(l), "channel=\"%s\",reason=\"%s\"",
 				 channel_name((enum channel)c), verr_name((enum verr)r));
 			m->verify_fail[c][r] = metrics_counter(
 			    "paycb_ingest_verify_failures_total",
 			    "Requests rejected by verification, by channel and reason.", l);
 		}
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		snprintf(l, sizeof(l), "kind=\"%s\"", http[i]);
 		m->http_errors[i] = metrics_counter("paycb_ingest_http_errors_total",
 						    "Requests refused before verification.", l);
@@ -54,6 +54,8 @@ ingest_metrics_init(struct ingest_metrics *m)
 	m->inflight = metrics_gauge("paycb_ingest_inflight", "Requests in flight.", "");
 	m->unverified = metrics_gauge("paycb_ingest_unverified",
 				      "Requests being verified right now.", "");
+	m->reading = metrics_gauge("paycb_ingest_reading",
+	                           "Requests whose body is being read right now.", "");
 	m->queued = metrics_gauge("paycb_ingest_queued",
 				  "Complete requests waiting for a free worker.", "");
 }

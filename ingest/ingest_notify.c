@@ -31,6 +31,7 @@ verr_name(enum verr e)
 	    [VERR_BODY] = "body",
 	    [VERR_AMOUNT] = "amount",
 	    [VERR_UNSUPPORTED] = "unsupported",
+	    [VERR_AMBIGUOUS] = "ambiguous",
 	};
 
 	if ((unsigned)e >= sizeof(names) / sizeof(names[0]))

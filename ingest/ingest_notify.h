@@ -42,9 +42,11 @@ enum verr {
 	VERR_BODY,        /* malformed JSON/form, non-UTF-8, missing field */
 	VERR_AMOUNT,      /* amount not a non-negative integer/decimal within MONEY_MAX_MINOR */
 	VERR_UNSUPPORTED, /* sign_type not RSA2, algorithm not AEAD_AES_256_GCM, unknown currency */
+	VERR_AMBIGUOUS,   /* an Alipay body whose signed string reads as other parameters too */
+	VERR_COUNT
 };
 /* "ok", "header", "timestamp", "serial", "signature", "decrypt", "body", "amount",
- * "unsupported"; "unknown" for anything else. */
+ * "unsupported", "ambiguous"; "unknown" for anything else. */
 const char *verr_name(enum verr);
 
 struct http_hdr {
@@ -132,6 +134,17 @@ struct stripe_merchant {
  * message (never a secret, never body content beyond field names). On any result other than
  * VERR_OK *out must not be used.
  */
+/*
+ * Cheap checks of a request's shape, run by the HTTP front before a request takes a slot:
+ * headers present and well-formed, a fresh WeChat timestamp, a known serial and a signature
+ * of the key's length, an Alipay body of at most ALI_PARAMS_MAX (64) parameters. Each is a
+ * subset of its verifier with the same verdict, so a request refused here would have been
+ * refused there with the same answer. No RSA, no MAC, no parsing of the body.
+ */
+enum verr wx_precheck(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs, time_t now,
+                      char *reason, size_t rlen);
+enum verr ali_precheck(const uint8_t *body, size_t len, char *reason, size_t rlen);
+enum verr stripe_precheck(const struct http_hdr *, size_t nhdrs, char *reason, size_t rlen);
 enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
                           const uint8_t *body, size_t len, time_t now, struct notify *out,
                           char *reason, size_t rlen);

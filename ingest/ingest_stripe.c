@@ -268,6 +268,28 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 }
 
 enum verr
+stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t rlen)
+{
+	struct stripe_hdr h;
+	const char *v;
+	size_t vlen;
+	int count;
+
+	if (rlen > 0)
+		reason[0] = '\0';
+	/* The same header checks, with the same verdicts, as stripe_verify_parse. */
+	if ((count = notify_header(hdrs, nhdrs, "Stripe-Signature", &v, &vlen)) != 1 || vlen == 0 ||
+	    vlen > STRIPE_HEADER_MAX) {
+		snprintf(reason, rlen, "%s Stripe-Signature header",
+		         count > 1                 ? "duplicated"
+		         : count == 0 || vlen == 0 ? "missing"
+		                                   : "oversized");
+		return VERR_HEADER;
+	}
+	return stripe_header(v, vlen, &h, reason, rlen);
+}
+
+enum verr
 stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs, size_t nhdrs,
                     const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
                     size_t rlen)

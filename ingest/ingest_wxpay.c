@@ -320,6 +320,39 @@ done:
 }
 
 enum verr
+wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs, time_t now,
+            char *reason, size_t rlen)
+{
+	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
+	const struct wx_key *key;
+	struct wx_hdrs w;
+	int64_t skew;
+	enum verr e;
+
+	if (rlen > 0)
+		reason[0] = '\0';
+	/* The same checks, in the same order and with the same verdicts, as wx_verify_parse. */
+	if ((e = wx_headers(h, nhdrs, &w, reason, rlen)) != VERR_OK)
+		return e;
+	skew = (int64_t)now > w.t ? (int64_t)now - w.t : w.t - (int64_t)now;
+	if (skew >= tol) {
+		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
+		         (long long)skew, tol);
+		return VERR_TIMESTAMP;
+	}
+	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
+		snprintf(reason, rlen, "no key for this Wechatpay-Serial");
+		return VERR_SERIAL;
+	}
+	/* A signature of another length cannot verify with this key. */
+	if (w.siglen != SIG_B64_ENCODED_LEN((size_t)EVP_PKEY_get_size(key->pkey))) {
+		snprintf(reason, rlen, "Wechatpay-Signature is not the length of the key's");
+		return VERR_SIGNATURE;
+	}
+	return VERR_OK;
+}
+
+enum verr
 wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
                 const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
                 size_t rlen)

@@ -18,27 +18,36 @@
 
 static struct ingest g_in;
 
+/*
+ * ingest_ready - /readyz. The probe has a database connection of its own, opened when first
+ * needed and reopened after a failure, so that probes never take one of the connections
+ * reservations wait for; it runs on the admin listener's single thread.
+ */
 int
 ingest_ready(void *arg, char *why, size_t len)
 {
 	struct ingest *in = arg;
-	struct db *db;
-	int rc = 0;
 
-	if ((db = ingest_pool_get(&in->pool, 500)) == NULL) {
-		snprintf(why, len, "database: no free connection");
+	if (!in->ready_db_open || in->ready_db.broken) {
+		if (in->ready_db_open)
+			db_close(&in->ready_db);
+		in->ready_db_open = 0;
+		if (db_open(&in->ready_db, &in->cf->db) != DB_OK) {
+			snprintf(why, len, "database: %s", in->ready_db.last_error);
+			db_close(&in->ready_db);
+			return -1;
+		}
+		in->ready_db_open = 1;
+	}
+	if (db_exec(&in->ready_db, "SELECT 1", NULL, 0, NULL, NULL) != DB_OK) {
+		snprintf(why, len, "database: %s", in->ready_db.last_error);
 		return -1;
 	}
-	if (db_exec(db, "SELECT 1", NULL, 0, NULL, NULL) != DB_OK) {
-		snprintf(why, len, "database: %s", db->last_error);
-		rc = -1;
-	}
-	ingest_pool_put(&in->pool, db);
-	if (rc == 0 && kq_producer_ping(in->kp, 1000) != 0) {
+	if (kq_producer_ping(in->kp, 1000) != 0) {
 		snprintf(why, len, "kafka: no metadata answer within 1 s");
-		rc = -1;
+		return -1;
 	}
-	return rc;
+	return 0;
 }
 
 static int
@@ -73,7 +82,7 @@ ingest_init(const struct conf *cf, void **state)
 	if (ingest_work_start(in, (int)cf->ingest.workers, err, sizeof(err)) != 0 ||
 	    ingest_http_start(in, err, sizeof(err)) != 0 ||
 	    admin_start(cf->ingest.admin_addr, (int)cf->ingest.admin_port, ingest_ready, in,
-			&in->admin, err, sizeof(err)) != 0) {
+	                cf->admin_token_file, &in->admin, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=listen_failed error=\"%s\"", err);
 		return EXIT_UNAVAILABLE;
 	}
@@ -122,6 +131,8 @@ ingest_drain(void *state)
 	ingest_work_stop(in);
 	ingest_http_stop(in);
 	admin_stop(in->admin);
+	if (in->ready_db_open)
+		db_close(&in->ready_db);
 	left = kq_flush(in->kp, 10000);
 	if (left > 0)
 		log_warn(NULL, "event=flush_incomplete undelivered=%d", left);

@@ -93,7 +93,7 @@ proc_admin_start(struct proc *p)
 	if (p->cf->processor.admin_port == 0)
 		return 0;
 	if (admin_start(p->cf->processor.admin_addr, (int)p->cf->processor.admin_port, proc_ready,
-	                p, &admin, err, sizeof(err)) != 0) {
+	                p, p->cf->admin_token_file, &admin, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=listen_failed error=\"%s\"", err);
 		return -1;
 	}

@@ -255,7 +255,7 @@ retrier_d_init(const struct conf *cf, void **state)
 	}
 	if (cf->retrier.admin_port != 0 &&
 	    admin_start(cf->retrier.admin_addr, (int)cf->retrier.admin_port, retrier_ready, r,
-	                &r->admin, err, sizeof(err)) != 0) {
+	                cf->admin_token_file, &r->admin, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=init_failed error=\"%s\"", err);
 		retrier_close(r);
 		return EXIT_UNAVAILABLE;

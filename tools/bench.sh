@@ -5,7 +5,8 @@
 #      clients sending unique signed notifications of all three channels (paycb-sim run
 #      --scenario load --ingest-only), beside the database's own ceiling for the same
 #      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve), then
-#      open loop at half of the best of those rates for the latency target;
+#      open loop at half of the best of those rates for the latency target, and genuine
+#      traffic's p99 at a quarter of it alone and beside a junk flood (paycb-sim junk);
 #   2. three storms of 1,000 concurrent copies of one notification (one per channel), answered;
 #   3. processing: a backlog of payments drained by 1, 2 and 4 processors on 12 partitions
 #      (paycb-sim drain), beside the database's ceiling for the processor's statements by
@@ -155,6 +156,24 @@ say "ingest: $IHALF_N unique notifications at $IRATE/s (half of its $IMAX/s), op
 	--rate "$IRATE" --concurrency 64 --ingest-only --wait 300 --report "$B/ingest-half.kv" \
 	>"$B/log/sim-ingest-half.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-half.log"; exit 1; }
 
+# Genuine traffic beside a junk flood: the same open-loop rate (a quarter of the maximum) for
+# 6 s, first alone, then while paycb-sim junk sends requests that are not notifications from
+# 32 keep-alive clients as fast as it can (issue 18: junk must not take genuine slots).
+JRATE=$((IMAX / 4 > 1 ? IMAX / 4 : 1))
+JN=$((JRATE * 6))
+say "ingest: $JN unique notifications at $JRATE/s, alone"
+"${SIMRUN[@]}" -c "$B/ingest-only.conf" --keys "$B/keys" --scenario load --orders "$JN" \
+	--rate "$JRATE" --concurrency 64 --ingest-only --wait 300 --report "$B/ingest-quiet.kv" \
+	>"$B/log/sim-ingest-quiet.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-quiet.log"; exit 1; }
+say "ingest: $JN unique notifications at $JRATE/s during a junk flood from 32 clients"
+bin/paycb-sim junk -c "$B/ingest-only.conf" --concurrency 32 --seconds 9 --report "$B/junk.kv" \
+	>"$B/log/sim-junk.log" 2>&1 &
+JUNK_PID=$!
+"${SIMRUN[@]}" -c "$B/ingest-only.conf" --keys "$B/keys" --scenario load --orders "$JN" \
+	--rate "$JRATE" --concurrency 64 --ingest-only --wait 300 --report "$B/ingest-junk.kv" \
+	>"$B/log/sim-ingest-junk.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-junk.log"; exit 1; }
+wait "$JUNK_PID" || { tail -n 30 "$B/log/sim-junk.log"; exit 1; }
+
 # Three storms, one per channel (the seed picks it: 7 Stripe, 9 WeChat Pay, 12 Alipay), on
 # the ingest that served the levels above; each is reported, the first included.
 STORM_SEEDS=(7 9 12)
@@ -248,6 +267,12 @@ report() {
 		"acked/s $(kv "$B/ingest-half.kv" ack_rate), p50 $(ms "$(kv "$B/ingest-half.kv" ack_p50_us)") ms," \
 		"p99 $(ms "$(kv "$B/ingest-half.kv" ack_p99_us)") ms, p99.9 $(ms "$(kv "$B/ingest-half.kv" ack_p999_us)") ms," \
 		"$(kv "$B/ingest-half.kv" ok) of $(kv "$B/ingest-half.kv" sent) answered success"
+	echo "   genuine traffic during a junk flood, $JRATE/s open loop, $JN notifications:" \
+		"p50 $(ms "$(kv "$B/ingest-junk.kv" ack_p50_us)") ms, p99 $(ms "$(kv "$B/ingest-junk.kv" ack_p99_us)") ms" \
+		"(without the flood: p50 $(ms "$(kv "$B/ingest-quiet.kv" ack_p50_us)") ms, p99 $(ms "$(kv "$B/ingest-quiet.kv" ack_p99_us)") ms)," \
+		"$(kv "$B/ingest-junk.kv" ok) of $(kv "$B/ingest-junk.kv" sent) answered success;" \
+		"junk $(kv "$B/junk.kv" rate)/s from $(kv "$B/junk.kv" clients) clients, $(kv "$B/junk.kv" refused) refused 4xx," \
+		"$(kv "$B/junk.kv" busy) answered 503, $(kv "$B/junk.kv" other) other"
 	echo
 	echo "2. storms: 1,000 concurrent copies of one notification, three times (one row each)"
 	for s in "${STORM_SEEDS[@]}"; do

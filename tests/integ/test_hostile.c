@@ -597,7 +597,8 @@ static const struct hcase cases[] = {
     {"wx_non_utf8_body", wx_non_utf8_body, 401, "FAIL"},
     {"wx_sql_injection_unverified", wx_sql_injection_unverified, 401, "FAIL"},
     {"wx_oversized_body", wx_oversized_body, 413, "FAIL"},
-    {"wx_oversized_chunked_body", wx_oversized_chunked, 413, NULL},
+    /* Closed, not drained: a sender that never stops would hold the connection for ever. */
+    {"wx_oversized_chunked_body", wx_oversized_chunked, 0, NULL},
     {"wx_header_block_too_large", wx_header_block_too_large, 431, NULL},
     {"wx_declared_longer_than_sent", wx_declared_longer_than_sent, 0, NULL},
     {"unknown_channel", unknown_channel, 404, NULL},

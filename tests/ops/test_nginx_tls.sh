@@ -41,6 +41,7 @@ WX_SERIAL=PUB_KEY_ID_0114232134912410000000000000000001
 printf '%s' "abcdefghijklmnopqrstuvwxyz012345" >"$T/keys/apiv3.key"
 STRIPE_SECRET="whsec_ops_$(openssl rand -hex 16)"
 printf '%s\n' "$STRIPE_SECRET" >"$T/keys/stripe_whsec"
+chmod 600 "$T/keys/apiv3.key" "$T/keys/stripe_whsec" # ingest refuses shared secrets
 ALI_APP=2021000000000001
 
 # ---- the ingest behind nginx --------------------------------------------------------------

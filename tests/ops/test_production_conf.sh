@@ -24,7 +24,7 @@ done
 mapfile -t files < <(grep -ho "\"$E/[^\"]*\"" "$E"/*.conf | tr -d '"' | grep -v '\.conf$' | sort -u)
 check "the example names secret and key files (${#files[@]})" test "${#files[@]}" -gt 10
 
-# make_file PATH - a file of the kind its name says.
+# make_file PATH - a file of the kind its name says (private: ingest refuses shared secrets).
 make_file() {
 	local p=$1 b=${1##*/}
 	mkdir -p "$(dirname "$p")"
@@ -32,6 +32,7 @@ make_file() {
 	*apiv3_key) openssl rand -hex 16 | tr -d '\n' >"$p" ;;
 	*whsec*) printf 'whsec_%s\n' "$(openssl rand -hex 24)" >"$p" ;;
 	*password) openssl rand -base64 24 >"$p" ;;
+	*token) openssl rand -hex 32 >"$p" ;;
 	*.key) openssl genrsa -out "$p" 2048 2>/dev/null ;;
 	*pub_key.pem | *public_key*.pem)
 		openssl genrsa 2048 2>/dev/null | openssl rsa -pubout -out "$p" 2>/dev/null ;;
@@ -40,6 +41,7 @@ make_file() {
 			-set_serial "0x$(openssl rand -hex 16)" -keyout /dev/null -out "$p" 2>/dev/null ;;
 	*) return 1 ;;
 	esac
+	chmod 600 "$p"
 }
 bad=()
 for p in "${files[@]}"; do make_file "$p" || bad+=("${p#"$E"/}"); done
@@ -104,6 +106,10 @@ check "a missing secret file fails -n with 78, naming it" test $rc -eq 78 -a -n 
 mv "$T/kafka_password" "$E/secrets/kafka_password"
 
 # ---- the shape of the example ---------------------------------------------------------------
+open=$(grep -nE '^ *admin_addr *= *"0\.0\.0\.0"' "$S"/*.conf)
+check "no admin listener binds 0.0.0.0" test -z "$open" || diag "$open"
+check "the admin listeners ask for a bearer token" grep -qE '^admin_token_file = "/etc/paycb/secrets/' "$S/paycb.conf"
+
 P="$S/paycb.conf"
 cv() { conf_value "$1" "$2" "$P"; }
 check "database over TLS with the server verified (ssl_ca set, ssl_verify_server_cert true)" \

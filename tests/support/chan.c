@@ -3,6 +3,7 @@
  */
 #include "chan.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,9 +58,16 @@ chan_file(const struct chan_keys *k, const char *name, const char *text, char *p
 {
 	FILE *fp;
 
+	int fd;
+
+	/* Private, as ingest requires of its secret files (keys and certificates alike). */
 	snprintf(path, plen, "%s/%s", k->dir, name);
-	if (text == NULL || (fp = fopen(path, "w")) == NULL)
+	if (text == NULL || (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0)
 		return -1;
+	if ((fp = fdopen(fd, "w")) == NULL) {
+		close(fd);
+		return -1;
+	}
 	fputs(text, fp);
 	return fclose(fp);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -289,6 +290,38 @@ secret_is_read_without_trailing_newline(void **state)
 	assert_non_null(strstr(err, "/nonexistent"));
 }
 
+/* As ssh does: a secret readable by group or others, or owned by another user, is refused
+ * with an error naming the file, by the reader and by the startup check alike. */
+static void
+shared_secret_files_are_refused(void **state)
+{
+	char err[256], *s = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_int_equal(cfg_secret_file_ok(secret, err, sizeof(err)), 0);
+	assert_int_equal(chmod(secret, 0640), 0);
+	assert_int_equal(cfg_read_secret(secret, &s, &len, err, sizeof(err)), -1);
+	assert_null(s);
+	assert_non_null(strstr(err, secret));
+	assert_non_null(strstr(err, "readable or writable by group or others (mode 0640)"));
+	assert_int_equal(chmod(secret, 0604), 0);
+	assert_int_equal(cfg_secret_file_ok(secret, err, sizeof(err)), -1);
+	assert_int_equal(chmod(secret, 0600), 0);
+	if (geteuid() == 0) {
+		/* Another owner: only root can hand a file to someone else. */
+		assert_int_equal(chown(secret, 65534, (gid_t)-1), 0);
+		assert_int_equal(cfg_read_secret(secret, &s, &len, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, secret));
+		assert_non_null(strstr(err, "is owned by uid 65534"));
+		assert_int_equal(chown(secret, 0, (gid_t)-1), 0);
+	} else {
+		printf("# not root: the owner check needs chown, skipped\n");
+	}
+	assert_int_equal(cfg_read_secret(secret, &s, &len, err, sizeof(err)), 0);
+	free(s);
+}
+
 int
 main(void)
 {
@@ -304,6 +337,7 @@ main(void)
 	    cmocka_unit_test(merchant_ids_are_checked_with_their_line),
 	    cmocka_unit_test(wxpay_mchid_is_required_and_binding_settings_load),
 	    cmocka_unit_test(secret_is_read_without_trailing_newline),
+	    cmocka_unit_test(shared_secret_files_are_refused),
 	};
 	int rc;
 
@@ -312,6 +346,7 @@ main(void)
 	snprintf(path, sizeof(path), "%s/paycb.conf", dir);
 	snprintf(secret, sizeof(secret), "%s/secret", dir);
 	write_file(secret, "s3cret\n");
+	chmod(secret, 0600);
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	unlink(path);
 	unlink(secret);

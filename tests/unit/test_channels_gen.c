@@ -713,8 +713,8 @@ test_ali_hostile_forms(void **state)
 	    {"out_trade_no=", "out_trade_no=%G1", VERR_BODY},
 	    {"out_trade_no=", "out_trade_no=%4", VERR_BODY},
 	    {"out_trade_no=", "out_trade_no=%00", VERR_BODY},
-	    {"version=1.0", "version=1.0&app_id=" APPID, VERR_BODY}, /* duplicated */
-	    {"version=1.0", "version=1.0&=x", VERR_BODY},            /* empty name */
+	    {"version=1.0", "version=1.0&app_id=" APPID, VERR_AMBIGUOUS}, /* duplicated */
+	    {"version=1.0", "version=1.0&=x", VERR_BODY},                 /* empty name */
 	    {"version=1.0", "version=1.0&&x=1", VERR_BODY},
 	    {"version=1.0", "version", VERR_BODY},
 	    {"&sign=", "&signature=", VERR_SIGNATURE}, /* no sign at all */

@@ -7,6 +7,7 @@
  *              delivery behaviour, then check the outcome in the database
  *   dbceiling  the database's own ceiling for ingest's INSERT or the processor's transaction
  *   drain      how fast the processors finish a backlog
+ *   junk       a flood of requests that are not notifications, for make bench
  *
  * See docs/simulator.md. Exit codes: 0 as expected, 1 a checked expectation failed, 64 usage,
  * 69 a service is unavailable, 70 an internal error, 78 a configuration error.
@@ -40,7 +41,8 @@ usage(FILE *fp)
 	        "        [--copies N] [--timeout-ms MS] [--ingest-only] [--progress]\n"
 	        "        [--report FILE]\n"
 	        "  dbceiling -c CONF [--shape reserve|process] [--concurrency C] [--count N]\n"
-	        "  drain -c CONF (--mark | --after-id ID --count N) [--wait S]\n\n"
+	        "  drain -c CONF (--mark | --after-id ID --count N) [--wait S]\n"
+	        "  junk -c CONF [--concurrency C] [--seconds S] [--report FILE]\n\n"
 	        "scenarios:");
 	for (int i = 0; sim_scenarios[i] != NULL; i++)
 		fprintf(fp, " %s", sim_scenarios[i]);
@@ -300,6 +302,8 @@ main(int argc, char **argv)
 		return cmd_conf(argc - 1, argv + 1);
 	if (strcmp(cmd, "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(cmd, "junk") == 0)
+		return sim_junk_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "dbceiling") == 0)
 		return sim_dbceiling_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "drain") == 0)

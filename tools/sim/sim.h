@@ -474,6 +474,8 @@ int sim_run(struct sim_opts *o);
 /* `paycb-sim dbceiling`: the database's own ceiling for ingest's INSERT or the processor's
  * transaction, by a plain client. */
 int sim_dbceiling_main(int argc, char **argv);
+/* sim_junk.c: `junk`, a flood of requests that are not notifications. */
+int sim_junk_main(int argc, char **argv);
 /* `paycb-sim drain`: how fast the processors finished a backlog of rows. */
 int sim_drain_main(int argc, char **argv);
 

@@ -1,0 +1,170 @@
+/*
+ * sim_junk - `paycb-sim junk`: a flood of requests that are not notifications, at the highest
+ * rate C clients on keep-alive connections can send, for make bench (tools/bench.sh) to
+ * measure genuine traffic's latency beside it. The junk is what the review's cost measurement
+ * used and what the cheap checks refuse: 64 KiB Alipay bodies of 250 parameters with a
+ * well-formed 256-byte sign, WeChat requests with an unknown serial, with a stale timestamp
+ * or with no signature headers, and Stripe requests without Stripe-Signature.
+ *
+ * Report (key=value): sent, refused (answered 4xx), busy (503), other, rate (per second).
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "sim.h"
+
+struct junk_run {
+	const char *addr;
+	int port;
+	long long end_us;
+	atomic_llong sent, refused, busy, other;
+	char *ali; /* the Alipay body, shared read-only */
+};
+
+static void *
+junk_client(void *arg)
+{
+	struct junk_run *j = arg;
+	struct sim_conn c;
+	struct sim_answer a;
+	char wx[512];
+	unsigned k = (unsigned)(size_t)&c;
+
+	sim_conn_init(&c, j->addr, j->port);
+	while (sim_now_us() < j->end_us) {
+		long long now = (long long)time(NULL);
+
+		switch (k++ % 4) {
+		case 0:
+			sim_http_post(&c, "/pay/callback/alipay",
+			              "Content-Type: application/x-www-form-urlencoded\r\n", j->ali,
+			              strlen(j->ali), 5000, &a);
+			break;
+		case 1:
+			snprintf(wx, sizeof(wx),
+			         "Content-Type: application/json\r\nWechatpay-Timestamp: %lld\r\n"
+			         "Wechatpay-Nonce: junk\r\nWechatpay-Serial: "
+			         "7F0000000000000000000001\r\n"
+			         "Wechatpay-Signature: QUFBQQ==\r\n",
+			         now - (k % 8 == 1 ? 3600 : 0));
+			sim_http_post(&c, "/pay/callback/wxpay", wx, "{\"id\":\"junk\"}", 13, 5000,
+			              &a);
+			break;
+		case 2:
+			sim_http_post(&c, "/pay/callback/wxpay",
+			              "Content-Type: application/json\r\n", "{\"id\":\"junk\"}", 13,
+			              5000, &a);
+			break;
+		default:
+			sim_http_post(&c, "/pay/callback/stripe",
+			              "Content-Type: application/json\r\n", "{\"id\":\"evt_junk\"}",
+			              17, 5000, &a);
+			break;
+		}
+		atomic_fetch_add(&j->sent, 1);
+		if (a.status >= 400 && a.status < 500)
+			atomic_fetch_add(&j->refused, 1);
+		else if (a.status == 503)
+			atomic_fetch_add(&j->busy, 1);
+		else
+			atomic_fetch_add(&j->other, 1);
+	}
+	sim_conn_close(&c);
+	return NULL;
+}
+
+int
+sim_junk_main(int argc, char **argv)
+{
+	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'},
+	                                   {"seconds", 1, NULL, 's'},
+	                                   {"report", 1, NULL, 'r'},
+	                                   {"help", 0, NULL, 'h'},
+	                                   {NULL, 0, NULL, 0}};
+	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
+	struct junk_run j;
+	struct cfg_errors errs;
+	struct conf cf;
+	pthread_t *t = NULL;
+	int conc = 16, secs = 8, opt, started = 0, rc = EXIT_SOFTWARE;
+	size_t len = 0, cap = 70000;
+	long long t0;
+	FILE *fp;
+
+	memset(&cf, 0, sizeof(cf));
+	memset(&j, 0, sizeof(j));
+	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			conf = optarg;
+			break;
+		case 'C':
+			conc = atoi(optarg);
+			break;
+		case 's':
+			secs = atoi(optarg);
+			break;
+		case 'r':
+			report = optarg;
+			break;
+		default:
+			fprintf(stderr,
+			        "usage: paycb-sim junk -c CONF [--concurrency C] [--seconds S] "
+			        "[--report FILE]\n");
+			rc = opt == 'h' ? 0 : EXIT_USAGE;
+			goto done;
+		}
+	}
+	if (conf == NULL || conc < 1 || conc > 512 || secs < 1 || secs > 600) {
+		fprintf(stderr,
+		        "paycb-sim junk: need -c CONF, 1 <= concurrency <= 512, 1 <= seconds "
+		        "<= 600\n");
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	if (conf_load(conf, PROC_SIM, &cf, &errs) != 0) {
+		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", conf, errs.text);
+		rc = EXIT_CONFIG;
+		goto done;
+	}
+	if ((j.ali = malloc(cap)) == NULL || (t = calloc((size_t)conc, sizeof(*t))) == NULL)
+		goto done;
+	len += (size_t)snprintf(j.ali, cap, "app_id=2021000000000001&sign_type=RSA2&sign=");
+	for (int i = 0; i < 344; i++)
+		j.ali[len++] = i < 342 ? 'A' : '=';
+	for (int i = 0; len + 300 < 65000 && i < 247; i++)
+		len += (size_t)snprintf(j.ali + len, cap - len, "&p%03d=%0200d", i, i);
+	j.ali[len] = '\0';
+	j.addr = cf.ingest.listen_addr;
+	j.port = (int)cf.ingest.listen_port;
+	t0 = sim_now_us();
+	j.end_us = t0 + secs * 1000000LL;
+	for (; started < conc; started++)
+		if (pthread_create(&t[started], NULL, junk_client, &j) != 0)
+			break;
+	for (int i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	t0 = sim_now_us() - t0;
+	fp = report ? fopen(report, "w") : stdout;
+	if (fp != NULL) {
+		fprintf(fp,
+		        "sent=%lld\nrefused=%lld\nbusy=%lld\nother=%lld\nrate=%lld\nclients=%d\n",
+		        atomic_load(&j.sent), atomic_load(&j.refused), atomic_load(&j.busy),
+		        atomic_load(&j.other), atomic_load(&j.sent) * 1000000LL / (t0 > 0 ? t0 : 1),
+		        started);
+		if (fp != stdout)
+			fclose(fp);
+	}
+	rc = started == conc ? 0 : EXIT_SOFTWARE;
+done:
+	free(t);
+	free(j.ali);
+	conf_free(&cf);
+	return rc;
+}
