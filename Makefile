@@ -263,9 +263,13 @@ install: $(INSTALL_PROGS)
 	echo "  INSTALL $(INSTALL_PROGS:bin/%=%) -> $$d$(BINDIR); units -> $$d$(UNITDIR); config -> $$etc"
 
 # The fault-injection run: CHAOS_SECONDS of load with faults (default 10 minutes), its own
-# MariaDB and Kafka; CHAOS_SEED replays a run. make test runs a 40 s version.
+# MariaDB and Kafka; CHAOS_SEED replays a run; CHAOS_BROKERS=3 runs it against a local
+# three-broker Kafka cluster (deploy/local/kafka-cluster.sh: replication factor 3,
+# min.insync.replicas 2) with brokers killed and drained under load. make test runs a 40 s
+# version on one broker.
 CHAOS_SECONDS ?= 600
 chaos: all
 	@PAYCB_CHAOS_SECONDS=$(CHAOS_SECONDS) $(if $(CHAOS_SEED),PAYCB_CHAOS_SEED=$(CHAOS_SEED)) \
+	  $(if $(CHAOS_BROKERS),PAYCB_CHAOS_BROKERS=$(CHAOS_BROKERS)) \
 	  CMOCKA_MESSAGE_OUTPUT=TAP PAYCB_VECTORS=$(CURDIR)/../shared/vectors \
 	  bin/tests/integ/test_chaos

@@ -152,6 +152,9 @@ static const struct cfg_setting retrier_tab[] = {
 	INT("max_republish", "5", 1, 100000, RR(max_republish),
 	    "a row republished more often than this at one attempt without progress raises an "
 	    "alert (republish_storm), once per attempt"),
+	INT("lag_interval_s", "15", 0, 3600, RR(lag_interval_s),
+	    "how often the retrier measures the processors' lag on the main and every delay "
+	    "topic (paycb_consumer_*); 0 = off"),
 	END};
 
 #define WK(f) offsetof(struct conf_wx_key, f)

@@ -75,6 +75,7 @@ struct conf_retrier {
 	long long purge_after_s, purge_batch;
 	long long stuck_after_s;
 	long long max_republish;
+	long long lag_interval_s;
 };
 
 struct conf_wx_key {

@@ -165,6 +165,41 @@ proc_loop(void *state)
 	return 0;
 }
 
+static void *
+proc_free_main(void *arg)
+{
+	proc_free(arg);
+	return NULL;
+}
+
+/*
+ * How long the drain waits for the Kafka handles to be destroyed. Everything that matters is
+ * done by then (offsets committed at the consumers' close, the producer flushed); destroying
+ * the handles only frees memory. librdkafka 2.0 can hang for ever in rd_kafka_destroy() of a
+ * consumer that paused a partition of a topic since deleted (librdkafka issue 4362; a delay
+ * topic deleted and recreated does it), which would keep a drained processor from exiting.
+ */
+#define PROC_FREE_WAIT_S 10
+
+/* proc_free_bounded - proc_free, given up after PROC_FREE_WAIT_S (the process then exits). */
+static void
+proc_free_bounded(struct proc *p)
+{
+	struct timespec dl;
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, proc_free_main, p) != 0) {
+		proc_free(p);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += PROC_FREE_WAIT_S;
+	if (pthread_timedjoin_np(t, NULL, &dl) != 0) {
+		log_warn(NULL, "event=destroy_stuck waited_s=%d action=exit", PROC_FREE_WAIT_S);
+		pthread_detach(t);
+	}
+}
+
 int
 proc_drain(void *state)
 {
@@ -185,6 +220,6 @@ proc_drain(void *state)
 	log_info(NULL, "event=drained delivered=%llu failed=%llu", kq_delivered(p->prod),
 		 kq_failed(p->prod));
 	proc_admin_stop();
-	proc_free(p);
+	proc_free_bounded(p);
 	return rc;
 }

@@ -14,7 +14,9 @@
  * Nothing here can lose an effect: the events are committed rows before they are queued. A
  * crash with a full queue, a failed delivery or a failed mark leaves rows with sent_at NULL,
  * which the retrier's outbox sweep publishes later under the same event id; downstream
- * consumers deduplicate on it. One thread keeps the events of one order in commit order.
+ * consumers deduplicate on it. One thread keeps the events of one order in commit order, and
+ * an order's earlier event that is unsent and not delivered by this relay (lost, or committed
+ * by a process that died) holds back its later ones, which the sweep then sends after it.
  *
  * The queue is bounded: a worker that finds it full waits, so a slow broker slows the
  * consumers instead of growing memory.
@@ -37,6 +39,11 @@
  */
 #define PROC_RELAY_MARK_DELAY_MS 200
 #define PROC_RELAY_MARKS_MAX	 (4 * PROC_RELAY_BATCH_MAX)
+/*
+ * How many delivered rows the relay remembers. An earlier event it delivered is unsent in the
+ * database only until its mark, PROC_RELAY_MARK_DELAY_MS later, so this is plenty.
+ */
+#define PROC_RELAY_SEEN_MAX 8192
 
 struct proc_relay_item {
 	struct proc_relay_item *next;
@@ -44,6 +51,14 @@ struct proc_relay_item {
 	char cbid[24];
 	char key[200];
 	char payload[PROC_PAYLOAD_MAX];
+};
+
+/* How many earlier-event pairs one batch keeps; a batch with more holds back the rest. */
+#define PROC_RELAY_DEPS_MAX 4096
+
+struct proc_relay_deps {
+	unsigned long long later[PROC_RELAY_DEPS_MAX], earlier[PROC_RELAY_DEPS_MAX];
+	int n, overflow;
 };
 
 struct proc_relay {
@@ -61,6 +76,10 @@ struct proc_relay {
 	unsigned long long marks[PROC_RELAY_MARKS_MAX];
 	int nmarks;
 	long long marks_since_ms;
+	/* The rows this relay delivered last, a ring: the earlier events it knows are out. */
+	unsigned long long seen[PROC_RELAY_SEEN_MAX];
+	int nseen, seen_next;
+	struct proc_relay_deps deps; /* the current batch's earlier unsent events */
 };
 
 /*
@@ -109,38 +128,185 @@ proc_relay_marks_due(const struct proc_relay *rl)
 	return rl->nmarks > 0 && proc_mono_ms() - rl->marks_since_ms >= PROC_RELAY_MARK_DELAY_MS;
 }
 
-/* proc_relay_batch - publishes a batch, waits for it and marks what was delivered */
+/*
+ * Earlier unsent events of the batch's orders: for each of up to PROC_RELAY_MARK_IDS rows
+ * of the batch, the ids of its order's events that are older (a smaller id) and not marked
+ * sent. Unused places repeat the chunk's first id, like the marks.
+ */
+static const char SQL_EARLIER[] =
+    "SELECT e.id, p.id FROM order_events e JOIN order_events p ON p.merchant_id = "
+    "e.merchant_id AND p.out_trade_no = e.out_trade_no AND p.sent_at IS NULL AND p.id < e.id "
+    "WHERE e.id IN (" Q32 ")";
+
+static int
+proc_relay_dep_row(void *arg, struct db_out *o)
+{
+	struct proc_relay_deps *d = arg;
+
+	if (d->n == PROC_RELAY_DEPS_MAX) {
+		d->overflow = 1;
+		return 1;
+	}
+	d->later[d->n] = (unsigned long long)o[0].i;
+	d->earlier[d->n++] = (unsigned long long)o[1].i;
+	return 0;
+}
+
+/* proc_relay_earlier - fills d for the n items; returns 0, or -1 when it cannot tell. */
+static int
+proc_relay_earlier(struct proc_relay *rl, struct proc_relay_item **items, int n,
+                   struct proc_relay_deps *d)
+{
+	struct db_out out[2] = {DBO_I64(), DBO_I64()};
+
+	d->n = d->overflow = 0;
+	for (int done = 0; done < n;) {
+		struct db_in in[PROC_RELAY_MARK_IDS];
+		int k = 0;
+
+		for (; done < n && k < PROC_RELAY_MARK_IDS; done++)
+			in[k++] = DBI_I64(items[done]->row);
+		for (int j = k; j < PROC_RELAY_MARK_IDS; j++)
+			in[j] = in[0];
+		if (db_query(&rl->db, SQL_EARLIER, in, PROC_RELAY_MARK_IDS, out, 2,
+		             proc_relay_dep_row, d, NULL) != DB_OK) {
+			log_warn(NULL, "event=outbox_order_check_failed error=\"%s\"",
+			         rl->db.last_error);
+			return -1;
+		}
+	}
+	return d->overflow ? -1 : 0;
+}
+
+/* proc_relay_seen - whether this relay had row delivered (its recent deliveries). */
+static int
+proc_relay_seen(const struct proc_relay *rl, unsigned long long row)
+{
+	for (int i = 0; i < rl->nseen; i++)
+		if (rl->seen[i] == row)
+			return 1;
+	return 0;
+}
+
+static void
+proc_relay_delivered(struct proc_relay *rl, unsigned long long row)
+{
+	rl->seen[rl->seen_next] = row;
+	rl->seen_next = (rl->seen_next + 1) % PROC_RELAY_SEEN_MAX;
+	if (rl->nseen < PROC_RELAY_SEEN_MAX)
+		rl->nseen++;
+	if (rl->nmarks == PROC_RELAY_MARKS_MAX)
+		proc_relay_mark(rl, 1);
+	if (rl->nmarks == 0)
+		rl->marks_since_ms = proc_mono_ms();
+	rl->marks[rl->nmarks++] = row;
+}
+
+enum { IT_WAIT, IT_GO, IT_DONE, IT_FAILED, IT_HELD };
+
+/*
+ * proc_relay_ready - whether item i may be published now: IT_GO, IT_WAIT (an earlier event
+ * of its order is in this batch and not delivered yet) or IT_HELD (an earlier event of its
+ * order is unsent and this relay did not deliver it: lost, or another process's).
+ */
+static int
+proc_relay_ready(const struct proc_relay *rl, struct proc_relay_item **items, int n,
+                 const int *state, int i, const struct proc_relay_deps *d)
+{
+	int verdict = IT_GO;
+
+	for (int k = 0; k < d->n; k++) {
+		int j;
+
+		if (d->later[k] != items[i]->row || proc_relay_seen(rl, d->earlier[k]))
+			continue;
+		for (j = 0; j < n && items[j]->row != d->earlier[k]; j++)
+			;
+		if (j == n || state[j] == IT_HELD || state[j] == IT_FAILED)
+			return IT_HELD;
+		/* Events of one transaction are one step of the order: no order among them. */
+		if (state[j] == IT_GO && strcmp(items[j]->cbid, items[i]->cbid) == 0)
+			continue;
+		if (state[j] != IT_DONE)
+			verdict = IT_WAIT;
+	}
+	return verdict;
+}
+
+/*
+ * proc_relay_batch - publishes a batch in rounds, waits for each and marks what was
+ * delivered. Events of one order leave in commit order: an event whose order has an earlier
+ * unsent event waits for that event's delivery report when it is in this batch (the next
+ * round), and is held back, left unsent for the retrier's sweep, when it is not (the relay
+ * lost it, or the process that committed it died before relaying it). The sweep publishes an
+ * order's events one after another, earliest first. The check costs one query per 32 events.
+ */
 static void
 proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
 {
+	struct proc_relay_deps *d = &rl->deps;
 	struct kq_wait *waits[PROC_RELAY_BATCH_MAX];
+	int state[PROC_RELAY_BATCH_MAX];
+	int known = proc_relay_earlier(rl, items, n, d) == 0;
 	struct timespec dl;
 	char err[256];
 
-	for (int i = 0; i < n; i++) {
-		struct proc_relay_item *it = items[i];
+	for (int i = 0; i < n; i++)
+		state[i] = known ? IT_WAIT : IT_HELD;
+	if (!known)
+		log_warn(NULL, "event=outbox_held_back rows=%d reason=order_unknown", n);
+	for (;;) {
+		int go = 0, waiting = 0;
 
-		waits[i] = kq_produce_start(rl->p->prod, rl->p->topic_events, it->key,
-					    strlen(it->key), it->payload, strlen(it->payload), err,
-					    sizeof(err));
-		if (waits[i] == NULL)
-			log_warn(it->cbid, "event=outbox_unsent event_row=%llu error=\"%s\"",
-				 it->row, err);
-	}
-	kq_deadline(&dl, PROC_PUBLISH_WAIT_MS);
-	for (int i = 0; i < n; i++) {
-		if (waits[i] == NULL)
-			continue;
-		if (kq_wait_end(waits[i], &dl, err, sizeof(err)) != 0) {
-			log_warn(items[i]->cbid, "event=outbox_unsent event_row=%llu error=\"%s\"",
-				 items[i]->row, err);
-			continue;
+		for (int i = 0; i < n; i++) {
+			struct proc_relay_item *it = items[i];
+
+			if (state[i] != IT_WAIT)
+				continue;
+			state[i] = proc_relay_ready(rl, items, n, state, i, d);
+			if (state[i] == IT_HELD)
+				log_warn(it->cbid,
+				         "event=outbox_held_back event_row=%llu "
+				         "reason=earlier_event_unsent",
+				         it->row);
+			if (state[i] != IT_GO) {
+				waiting += state[i] == IT_WAIT;
+				continue;
+			}
+			waits[i] = kq_produce_start(rl->p->prod, rl->p->topic_events, it->key,
+			                            strlen(it->key), it->payload,
+			                            strlen(it->payload), err, sizeof(err));
+			if (waits[i] == NULL) {
+				log_warn(it->cbid,
+				         "event=outbox_unsent event_row=%llu error=\"%s\"", it->row,
+				         err);
+				state[i] = IT_FAILED;
+				continue;
+			}
+			go++;
 		}
-		if (rl->nmarks == PROC_RELAY_MARKS_MAX)
-			proc_relay_mark(rl, 1);
-		if (rl->nmarks == 0)
-			rl->marks_since_ms = proc_mono_ms();
-		rl->marks[rl->nmarks++] = items[i]->row;
+		kq_deadline(&dl, PROC_PUBLISH_WAIT_MS);
+		for (int i = 0; i < n; i++) {
+			if (state[i] != IT_GO)
+				continue;
+			if (kq_wait_end(waits[i], &dl, err, sizeof(err)) != 0) {
+				log_warn(items[i]->cbid,
+				         "event=outbox_unsent event_row=%llu error=\"%s\"",
+				         items[i]->row, err);
+				state[i] = IT_FAILED;
+				continue;
+			}
+			state[i] = IT_DONE;
+			proc_relay_delivered(rl, items[i]->row);
+		}
+		if (waiting == 0)
+			break;
+		if (go == 0) { /* cannot happen: a wait is always on an item that went */
+			for (int i = 0; i < n; i++)
+				if (state[i] == IT_WAIT)
+					state[i] = IT_HELD;
+			break;
+		}
 	}
 	proc_relay_mark(rl, proc_relay_marks_due(rl));
 }

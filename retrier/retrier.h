@@ -56,12 +56,14 @@ struct retrier_counts {
 };
 
 struct admin;
+struct retrier_lag;
 
 struct retrier {
 	const struct conf *cf;
 	struct db db;
 	struct kq_producer *kp;
 	struct admin *admin;
+	struct retrier_lag *lag; /* the lag measurement (retrier_lag.c), made on first use */
 	char topic_main[256], topic_dlq[256], topic_events[256];
 	char topic_step[CFG_LIST_MAX + 1][256]; /* 1-based */
 	long long next_cycle_ms;
@@ -125,6 +127,18 @@ long long retrier_old_after_s(const struct conf *cf);
 int retrier_old_check(struct retrier *r, struct retrier_counts *c);
 int retrier_gauges(struct retrier *r);
 
+/* retrier_lag.c: the processors' lag on the main and every delay topic (docs/retrier.md). */
+/* Measures now; returns 0, or -1 when it could not (paycb_consumer_lag_check_ok 0). */
+int retrier_lag_check(struct retrier *r);
+/* Measures when retrier.lag_interval_s has passed since the last time; 1 when it did. */
+int retrier_lag_due(struct retrier *r);
+/* The last measurement of one topic; 0, or -1 when the topic is not measured. */
+int retrier_lag_topic(const struct retrier *r, const char *topic, long long *lag,
+                      long long *due_lag, long long *overdue_ms);
+/* The labels of step k's series (0 = the main topic). */
+void retrier_lag_labels(const struct retrier *r, int k, char *buf, size_t len);
+void retrier_lag_free(struct retrier *r);
+
 /* Metrics, created once per process (retrier_daemon.c). */
 struct metric;
 struct retrier_metrics {
@@ -134,6 +148,8 @@ struct retrier_metrics {
 	struct metric *dead_rows[RLOG_N], *dlq_unsent[RLOG_N], *stuck[RLOG_N];
 	struct metric *stuck_oldest_s, *sweep_us, *cycle_errors;
 	struct metric *old[RLOG_N], *old_oldest_s, *old_after_s, *storm_rows[RLOG_N], *storms;
+	struct metric *lag[CFG_LIST_MAX + 1], *due_lag[CFG_LIST_MAX + 1];
+	struct metric *head_overdue_s[CFG_LIST_MAX + 1], *lag_ok;
 };
 extern struct retrier_metrics retrier_mx;
 

@@ -41,11 +41,11 @@ retrier_log_name(enum rlog lg)
 
 /* retrier_metrics_init - creates the registry entries once per process. */
 static void
-retrier_metrics_init(int steps)
+retrier_metrics_init(const struct retrier *r, int steps)
 {
 	static int created;
 	struct retrier_metrics *m = &retrier_mx;
-	char l[96];
+	char l[400];
 
 	if (created)
 		return;
@@ -120,6 +120,29 @@ retrier_metrics_init(int steps)
 	}
 	m->storms = metrics_counter("paycb_retrier_republish_storms_total",
 	                            "rows that went past retrier.max_republish at one attempt", "");
+	/* The processors' lag per topic (retrier_lag.c): step 0 is the main topic. */
+	for (int k = 0; k <= steps; k++) {
+		retrier_lag_labels(r, k, l, sizeof(l));
+		m->lag[k] = metrics_gauge("paycb_consumer_lag_messages",
+		                          "messages the processors' group has not consumed yet", l);
+	}
+	for (int k = 0; k <= steps; k++) {
+		retrier_lag_labels(r, k, l, sizeof(l));
+		m->due_lag[k] = metrics_gauge("paycb_consumer_due_lag_messages",
+		                              "lag of the partitions whose head is due (a delay "
+		                              "topic's held head is not lag)",
+		                              l);
+	}
+	for (int k = 0; k <= steps; k++) {
+		retrier_lag_labels(r, k, l, sizeof(l));
+		m->head_overdue_s[k] = metrics_gauge(
+		    "paycb_consumer_head_overdue_seconds",
+		    "longest a partition's head has been due and not consumed (main topic: the "
+		    "oldest unconsumed message's age)",
+		    l);
+	}
+	m->lag_ok = metrics_gauge("paycb_consumer_lag_check_ok",
+	                          "1 when the last lag measurement succeeded", "");
 }
 
 /* retrier_open - state for one retrier: database, producer, topic names, metrics. */
@@ -140,7 +163,7 @@ retrier_open(const struct conf *cf, struct retrier **out, char *err, size_t errl
 	conf_topic(cf, "order-events", r->topic_events, sizeof(r->topic_events));
 	for (int k = 1; k <= ladder_steps(&cf->retry); k++)
 		ladder_topic(cf, k, r->topic_step[k], sizeof(r->topic_step[k]));
-	retrier_metrics_init(ladder_steps(&cf->retry));
+	retrier_metrics_init(r, ladder_steps(&cf->retry));
 	/* A database that is down at start is waited for: every statement reconnects first. */
 	if ((drc = db_open(&r->db, &cf->db)) == DB_FATAL) {
 		snprintf(err, errlen, "database: %s", r->db.last_error);
@@ -165,6 +188,7 @@ retrier_close(struct retrier *r)
 
 	if (r == NULL)
 		return 0;
+	retrier_lag_free(r);
 	if (r->kp) {
 		left = kq_flush(r->kp, 10000);
 		kq_producer_free(r->kp);
@@ -301,6 +325,7 @@ retrier_d_loop(void *state)
 		log_error(NULL, "event=kafka_fatal action=exit");
 		return EXIT_SOFTWARE;
 	}
+	retrier_lag_due(r);
 	r->next_cycle_ms = more ? now : now + r->cf->retrier.sweep_interval_s * 1000;
 	return 0;
 }

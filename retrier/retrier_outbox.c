@@ -11,6 +11,13 @@
  * Delivery is still at least once: a late processor relay may publish the same row too, a
  * lost sent mark sends it again, and consumers deduplicate on the stable event_id.
  * idx_unsent (sent_at, created_at) serves the query.
+ *
+ * Events of one order leave in commit order: a row is taken only when no earlier row of its
+ * order (a smaller id) is unsent, so a refund whose payment event was lost waits for that
+ * payment event, which this sweep publishes first and marks sent before the refund becomes
+ * eligible in a later batch (idx_order_unsent answers the NOT EXISTS). An order's events
+ * therefore go one per batch; a batch that sent anything asks for the next cycle at once, so
+ * a successor follows without waiting for the sweep interval.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +31,10 @@
 
 static const char *const sql_unsent =
     "SELECT id, event_id, event_type, merchant_id, out_trade_no, IFNULL(callback_id, 0), "
-    "payload FROM order_events WHERE sent_at IS NULL AND created_at <= NOW(3) - INTERVAL ? "
-    "SECOND AND (lease_until IS NULL OR lease_until <= NOW(3)) ORDER BY created_at LIMIT ?";
+    "payload FROM order_events e WHERE sent_at IS NULL AND created_at <= NOW(3) - INTERVAL ? "
+    "SECOND AND (lease_until IS NULL OR lease_until <= NOW(3)) AND NOT EXISTS (SELECT 1 FROM "
+    "order_events p WHERE p.merchant_id = e.merchant_id AND p.out_trade_no = e.out_trade_no "
+    "AND p.sent_at IS NULL AND p.id < e.id) ORDER BY created_at LIMIT ?";
 static const char *const sql_lease =
     "UPDATE order_events SET lease_until = NOW(3) + INTERVAL ? SECOND WHERE id = ? AND sent_at "
     "IS NULL AND (lease_until IS NULL OR lease_until <= NOW(3))";
@@ -167,6 +176,8 @@ retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
 			continue;
 		}
 		c->outbox_sent++;
+		/* A later event of this order may have waited for this one: look again now. */
+		*full = 1;
 		metrics_inc(retrier_mx.outbox_sent, 1);
 		log_info(id, "event=outbox_relayed event_id=%s event_type=%s topic=%s",
 		         log_safe(e1, sizeof(e1), s.rows[i].event_id), s.rows[i].event_type,

@@ -8,6 +8,7 @@
 #   kafka.sh clean      down, then remove the data
 #   kafka.sh kill       SIGKILL, for crash tests
 #   kafka.sh status     exit 0 if running, 3 if not
+#   kafka.sh launch     render, format and start without waiting (a node of a cluster)
 #
 # Listens on 127.0.0.1 only: clients on ${PAYCB_KAFKA_PORT:-29092}, the controller on
 # ${PAYCB_KAFKA_CONTROLLER_PORT:-29093} (not 9092/9093, so a developer's own Kafka is
@@ -15,7 +16,9 @@
 #
 # Environment: PAYCB_VAR, PAYCB_KAFKA_PORT, PAYCB_KAFKA_CONTROLLER_PORT,
 # PAYCB_START_TIMEOUT (default 90 s), PAYCB_KAFKA_STOP_TIMEOUT (default 30 s),
-# PAYCB_KAFKA_VERSION (default: first cached of 3.9.2, 3.9.1), PAYCB_KAFKA_JVM_OPTS.
+# PAYCB_KAFKA_VERSION (default: first cached of 3.9.2, 3.9.1), PAYCB_KAFKA_JVM_OPTS; and for a
+# node of deploy/local/kafka-cluster.sh: PAYCB_KAFKA_NODE (its id; data in kafka-<id>),
+# PAYCB_KAFKA_VOTERS, PAYCB_KAFKA_REPLICATION, PAYCB_KAFKA_MIN_ISR.
 set -euo pipefail
 
 # shellcheck source=deploy/local/lib.sh
@@ -27,10 +30,21 @@ CONTROLLER_PORT="${PAYCB_KAFKA_CONTROLLER_PORT:-29093}"
 START_TIMEOUT="${PAYCB_START_TIMEOUT:-90}"
 STOP_TIMEOUT="${PAYCB_KAFKA_STOP_TIMEOUT:-30}"
 DIR="$PAYCB_VAR/kafka"
+LOG="$PAYCB_VAR/log/kafka.log"
+# One node of a local cluster (deploy/local/kafka-cluster.sh sets these): its node id, the
+# quorum's voters, and the replication its topics get. Alone, node 1 is the whole quorum.
+NODE_ID="${PAYCB_KAFKA_NODE:-1}"
+VOTERS="${PAYCB_KAFKA_VOTERS:-1@127.0.0.1:$CONTROLLER_PORT}"
+REPLICATION="${PAYCB_KAFKA_REPLICATION:-1}"
+MIN_ISR="${PAYCB_KAFKA_MIN_ISR:-1}"
+if [[ -n ${PAYCB_KAFKA_NODE:-} ]]; then
+	NAME="kafka-$NODE_ID"
+	DIR="$PAYCB_VAR/kafka-$NODE_ID"
+	LOG="$PAYCB_VAR/log/kafka-$NODE_ID.log"
+fi
 DATA="$DIR/data"
 PROPS="$DIR/server.properties"
 PIDFILE="$DIR/kafka.pid"
-LOG="$PAYCB_VAR/log/kafka.log"
 # A fixed id: the data directory is throwaway, and a constant makes `format` repeatable.
 # It is base64url("paycb-local-0001"), the 22-character form Kafka expects.
 CLUSTER_ID=cGF5Y2ItbG9jYWwtMDAwMQ
@@ -70,6 +84,8 @@ java_cmd() {
 render_props() {
 	mkdir -p "$DATA" "$PAYCB_VAR/log"
 	sed -e "s#@DATA@#$DATA#g" -e "s#@PORT@#$PORT#g" -e "s#@CONTROLLER_PORT@#$CONTROLLER_PORT#g" \
+		-e "s#@NODE_ID@#$NODE_ID#g" -e "s#@VOTERS@#$VOTERS#g" \
+		-e "s#@REPLICATION@#$REPLICATION#g" -e "s#@MIN_ISR@#$MIN_ISR#g" \
 		"$PAYCB_LOCAL/kafka/server.properties.in" >"$PROPS.tmp"
 	if grep -q '@[A-Z_]*@' "$PROPS.tmp"; then
 		die "$NAME" "unreplaced placeholder in $PAYCB_LOCAL/kafka/server.properties.in"
@@ -119,6 +135,24 @@ wait_ready() {
 		start_check "$pid" "$t0" "$deadline" broker "no metadata from 127.0.0.1:$PORT"
 		sleep 0.25
 	done
+}
+
+# cmd_launch - start the broker and return at once: a node of a three-voter quorum serves
+# nothing until a second voter runs, so kafka-cluster.sh launches all, then waits with `up`.
+cmd_launch() {
+	local lib
+	take_lock "$NAME"
+	lib=$(lib_dir)
+	if running_pid >/dev/null; then
+		return 0
+	fi
+	render_props
+	rotate_log "$LOG"
+	printf '=== %s kafka.sh launch (port %s) ===\n' "$(date -Is)" "$PORT" >>"$LOG"
+	format_storage "$lib"
+	java_cmd "$lib"
+	start_detached "$LOG" "$PIDFILE" "${JAVA_CMD[@]}" kafka.Kafka "$PROPS"
+	say "$NAME" "launched (pid $(cat "$PIDFILE"))"
 }
 
 cmd_up() {
@@ -174,13 +208,14 @@ cmd_status() {
 
 case "${1:-}" in
 up | start) cmd_up ;;
+launch) cmd_launch ;;
 down | stop) cmd_down ;;
 clean) cmd_clean ;;
 kill) service_kill ;;
 status) cmd_status ;;
 version) broker_version "$(lib_dir)" ;;
 *)
-	echo "usage: $0 up|start|down|stop|clean|kill|status|version" >&2
+	echo "usage: $0 up|start|launch|down|stop|clean|kill|status|version" >&2
 	exit 2
 	;;
 esac

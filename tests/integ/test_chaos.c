@@ -10,21 +10,34 @@
  * ABNORMAL then SUCCESS, one refund told by both Stripe families, the refund of a second
  * payment, and a Stripe refund that fails after it succeeded.
  *
+ * The liveness faults (issue 17) come as well: the dead-letter topic made unwritable (deleted,
+ * the broker's auto-create being off, then recreated), a retry topic deleted and recreated,
+ * messages stamped a day ahead on a delay topic (a replay run from a host whose clock is a
+ * day ahead), and one retrier restarted with another ladder (a step no processor consumes)
+ * for a while. With PAYCB_CHAOS_BROKERS=3 (`make chaos CHAOS_BROKERS=3`) Kafka is a
+ * three-broker cluster as in production (deploy/local/kafka-cluster.sh: replication factor 3,
+ * min.insync.replicas 2): a broker is killed and restarted, or shut down and started again,
+ * and its leaderships move to the others and back, under load.
+ *
  * When the load stops and the pipeline is quiet, the database and the outbox are checked:
  * every acknowledged notification has a row, every row is done or dead, every paid order has
  * exactly its two order-paid events, every late or second payment exactly one refund request
  * (DONE once its refund came), every order the refunded amount its refunds moved (and its
  * order.refund events, less its order.refund_reversed ones, add up to it), and no forged
- * request left a row. The figures end with lost = 0, doubled = 0 and wrong = 0.
+ * request left a row. Also: no row was pending past the end-to-end alarm's threshold without
+ * its alarm (an old_pending alert), every dead letter was sent, none twice, and each order's
+ * events reached the topic in commit order. The figures end with lost = 0, doubled = 0,
+ * wrong = 0, unalarmed = 0, letters_doubled = 0 and reordered = 0.
  *
- * PAYCB_CHAOS_SECONDS (default 40) sets the load time and PAYCB_CHAOS_SEED replays a run;
- * `make chaos` runs it for 10 minutes.
+ * PAYCB_CHAOS_SECONDS (default 40) sets the load time, PAYCB_CHAOS_SEED replays a run and
+ * PAYCB_CHAOS_BROKERS=3 runs it on three brokers; `make chaos` runs it for 10 minutes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -36,9 +49,13 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "kq.h"
+#include "ladder.h"
 #include "money.h"
+#include "msg.h"
+#include "retrier.h"
 
 /*
  * The scale-out run (test_scaleout.c builds this file with PAYCB_SCALEOUT) is the same load
@@ -84,11 +101,18 @@ enum fault {
 	F_KAFKA_RESTART,
 	F_DB_RESTART,
 	F_LOCKS,
+	F_DLQ_GONE,
+	F_RETRY_GONE,
+	F_FUTURE,
+	F_LADDER,
+	F_BROKER_DRAIN, /* three brokers only */
 	F_NFAULTS
 };
-static const char *const fault_names[] = {"kill_ingest",    "kill_processor", "kill_retrier",
-					  "term_processor", "term_retrier",   "join_leave",
-					  "kafka_restart",  "db_restart",     "row_locks"};
+static const char *const fault_names[] = {
+    "kill_ingest",  "kill_processor", "kill_retrier",          "term_processor",
+    "term_retrier", "join_leave",     "kafka_restart",         "db_restart",
+    "row_locks",    "dlq_unwritable", "retry_topic_recreated", "future_stamped",
+    "ladder_drift", "broker_drain"};
 
 struct job {
 	enum kind kind;
@@ -121,6 +145,11 @@ static int faults[F_NFAULTS];
 static struct daemon ingests[NINGEST], procs[4], retriers[2];
 static pthread_mutex_t daemons_mu = PTHREAD_MUTEX_INITIALIZER;
 static long long t_start;
+/* Kafka brokers (1, or 3 for a cluster), the bootstrap list, and the other ladder's config. */
+static int nbrokers = 1;
+static char brokers[256], drift_conf[300];
+/* When the dead-letter topic was last recreated (wall ms): letters sent before are gone. */
+static long long dlq_back_ms;
 
 /* ---- services of our own ---------------------------------------------------------------- */
 
@@ -321,6 +350,191 @@ hold_locks(void)
 	db_close(&db);
 }
 
+/* ---- the liveness faults ------------------------------------------------------------------ */
+
+static long long
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* delete_topic - deletes topic (the broker's auto-create is off: it stays missing). */
+static int
+delete_topic(const char *topic)
+{
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+	rd_kafka_queue_t *q = NULL;
+	rd_kafka_event_t *ev = NULL;
+	char err[256];
+	rd_kafka_t *rk = NULL;
+	int rc = -1;
+
+	if (kq_conf_common(c, &cf.kafka, err, sizeof(err)) != 0 ||
+	    (rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err))) == NULL) {
+		rd_kafka_conf_destroy(c);
+		goto done;
+	}
+	q = rd_kafka_queue_new(rk);
+	rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+	if ((ev = rd_kafka_queue_poll(q, 30000)) != NULL && rd_kafka_event_error(ev) == 0) {
+		const rd_kafka_DeleteTopics_result_t *res = rd_kafka_event_DeleteTopics_result(ev);
+		size_t n = 0;
+		const rd_kafka_topic_result_t **tr = rd_kafka_DeleteTopics_result_topics(res, &n);
+
+		rc = n == 1 && rd_kafka_topic_result_error(tr[0]) == 0 ? 0 : -1;
+	}
+done:
+	if (ev)
+		rd_kafka_event_destroy(ev);
+	rd_kafka_DeleteTopic_destroy(dt);
+	if (q)
+		rd_kafka_queue_destroy(q);
+	if (rk)
+		rd_kafka_destroy(rk);
+	if (rc != 0)
+		printf("# cannot delete %s\n", topic);
+	return rc;
+}
+
+/* create_topic - creates topic again; right after a deletion the broker refuses the name
+ * for a moment, so it tries until it may. */
+static int
+create_topic(const char *topic, int partitions)
+{
+	const char *names[1] = {topic};
+	long long deadline = harness_now_ms() + 60000;
+	char err[256];
+
+	while (harness_now_ms() < deadline) {
+		if (kq_create_topics(&cf.kafka, names, &partitions, NULL, 1, 10000, NULL, err,
+		                     sizeof(err)) == 0)
+			return 0;
+		usleep(200 * 1000);
+	}
+	printf("# cannot create %s again: %s\n", topic, err);
+	return -1;
+}
+
+/* topic_gone - a topic deleted for a few seconds, under load, then created again. */
+static void
+topic_gone(const char *suffix, int partitions)
+{
+	char topic[256];
+
+	conf_topic(&cf, suffix, topic, sizeof(topic));
+	if (delete_topic(topic) != 0) {
+		atomic_fetch_add(&fault_errors, 1);
+		return;
+	}
+	sleep(3);
+	if (create_topic(topic, partitions) != 0)
+		atomic_fetch_add(&fault_errors, 1);
+}
+
+/*
+ * future_stamped - a replay run from a host whose clock is a day ahead: the callback messages
+ * of the latest rows go on a delay topic stamped a day ahead. The processors hold each for
+ * the step's delay at most, then the row decides (done rows are skipped, an attempt whose
+ * failure is recorded already is stale).
+ */
+static void
+future_stamped(void)
+{
+	struct msg_callback m = {0};
+	char topic[256], buf[512], key[256], merchant[65], channel[17], order[129];
+	struct db_out out[5] = {DBO_I64(), DBO_STR(merchant, sizeof(merchant)),
+	                        DBO_STR(channel, sizeof(channel)), DBO_STR(order, sizeof(order)),
+	                        DBO_I64()};
+	rd_kafka_conf_t *c = rd_kafka_conf_new();
+	rd_kafka_t *rk = NULL;
+	struct db db;
+	char err[256];
+	int step = 1 + rand() % ladder_steps(&cf.retry), n = 0;
+
+	ladder_topic(&cf, step, topic, sizeof(topic));
+	if (kq_conf_common(c, &cf.kafka, err, sizeof(err)) != 0 ||
+	    (rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err))) == NULL) {
+		rd_kafka_conf_destroy(c);
+		atomic_fetch_add(&fault_errors, 1);
+		return;
+	}
+	if (db_open(&db, &cf.db) == DB_OK) {
+		for (int off = 0; off < 10; off++) {
+			struct db_in in[1] = {DBI_I64(off)};
+			unsigned long long rows = 0;
+
+			if (db_query(
+			        &db,
+			        "SELECT id, merchant_id, channel, out_trade_no, retry_count FROM "
+			        "pay_callback_log ORDER BY id DESC LIMIT ?, 1",
+			        in, 1, out, 5, NULL, NULL, &rows) != DB_OK ||
+			    rows == 0)
+				break;
+			m.log = MSG_LOG_PAY;
+			m.id = (unsigned long long)out[0].i;
+			snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", merchant);
+			snprintf(m.channel, sizeof(m.channel), "%s", channel);
+			snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s", order);
+			m.attempt = (int)out[4].i + 1;
+			if (msg_callback_encode(&m, buf, sizeof(buf)) < 0 ||
+			    msg_callback_key(&m, key, sizeof(key)) < 0)
+				continue;
+			if (rd_kafka_producev(
+			        rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+			        RD_KAFKA_V_VALUE(buf, strlen(buf)),
+			        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+			        RD_KAFKA_V_TIMESTAMP(wall_ms() + 86400000LL), RD_KAFKA_V_END) == 0)
+				n++;
+		}
+	}
+	db_close(&db);
+	rd_kafka_flush(rk, 15000);
+	printf("# %d messages stamped a day ahead on %s\n", n, topic);
+	rd_kafka_destroy(rk);
+}
+
+/* ladder_drift - one retrier runs another ladder for a while: its last step is a delay whose
+ * topic exists but no processor consumes (a ladder rolled out to the retriers first). */
+static void
+ladder_drift(void)
+{
+	struct daemon *d = &retriers[1];
+	const char *conf = d->conf;
+
+	harness_stop(d->pid, SIGTERM, 30000);
+	snprintf(d->conf, sizeof(d->conf), "%s", drift_conf);
+	start(d);
+	sleep(8);
+	harness_stop(d->pid, SIGTERM, 30000);
+	snprintf(d->conf, sizeof(d->conf), "%s", conf_path);
+	(void)conf;
+	start(d);
+}
+
+/* broker - kafka-cluster.sh for one random broker: kill and up, or down and up. */
+static int
+broker_fault(const char *how)
+{
+	char cmd[64];
+	int n = 1 + rand() % 3;
+
+	snprintf(cmd, sizeof(cmd), "kafka-cluster.sh %s %d", how, n);
+	if (services(cmd) != 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "kafka-cluster.sh up %d", n);
+	return services(cmd);
+}
+
+static int
+fault_applies(enum fault f)
+{
+	return f != F_BROKER_DRAIN || nbrokers == 3;
+}
+
 static void
 inject(enum fault f)
 {
@@ -345,7 +559,12 @@ inject(enum fault f)
 		start(&procs[3]);
 		break;
 	case F_KAFKA_RESTART:
-		if (services("kafka.sh kill") != 0 || services("kafka.sh up") != 0)
+		if (nbrokers == 3 ? broker_fault("kill") != 0
+		                  : services("kafka.sh kill") != 0 || services("kafka.sh up") != 0)
+			atomic_fetch_add(&fault_errors, 1);
+		break;
+	case F_BROKER_DRAIN:
+		if (broker_fault("down") != 0)
 			atomic_fetch_add(&fault_errors, 1);
 		break;
 	case F_DB_RESTART:
@@ -358,6 +577,24 @@ inject(enum fault f)
 	pthread_mutex_unlock(&daemons_mu);
 	if (f == F_LOCKS)
 		hold_locks();
+	if (f == F_DLQ_GONE) {
+		topic_gone("callbacks.dlq", 3);
+		dlq_back_ms = wall_ms();
+	}
+	if (f == F_RETRY_GONE) {
+		char suffix[64];
+
+		snprintf(suffix, sizeof(suffix), "callbacks.retry.%llds",
+		         cf.retry.ladder_s.v[rand() % ladder_steps(&cf.retry)]);
+		topic_gone(suffix, (int)cf.kafka.partitions);
+	}
+	if (f == F_FUTURE)
+		future_stamped();
+	if (f == F_LADDER) {
+		pthread_mutex_lock(&daemons_mu);
+		ladder_drift();
+		pthread_mutex_unlock(&daemons_mu);
+	}
 	if (f == F_JOIN_LEAVE) {
 		sleep(4); /* the member takes part for a while, then drains and leaves */
 		harness_stop(procs[3].pid, SIGTERM, 30000);
@@ -372,21 +609,25 @@ injector(void *arg)
 {
 	enum fault order[F_NFAULTS];
 	long long end = harness_now_ms() + load_seconds * 1000LL;
-	int k = 0;
+	int k = 0, kinds = 0;
 
 	(void)arg;
-	/* Every kind once, in a seeded order, then seeded draws until the load ends. */
+	/* Every kind that applies once, in a seeded order, then seeded draws until the load
+	 * ends. */
 	for (int i = 0; i < F_NFAULTS; i++)
-		order[i] = (enum fault)i;
-	for (int i = F_NFAULTS - 1; i > 0; i--) {
+		if (fault_applies((enum fault)i))
+			order[kinds++] = (enum fault)i;
+	for (int i = kinds - 1; i > 0; i--) {
 		int r = rand() % (i + 1);
 		enum fault t = order[i];
 		order[i] = order[r];
 		order[r] = t;
 	}
-	while (harness_now_ms() < end || k < F_NFAULTS) {
+	while (harness_now_ms() < end || k < kinds) {
+		enum fault f = k < kinds ? order[k] : order[rand() % kinds];
+
 		usleep((useconds_t)(500 + rand() % 2000) * 1000);
-		inject(k < F_NFAULTS ? order[k] : (enum fault)(rand() % F_NFAULTS));
+		inject(f);
 		k++;
 	}
 	return NULL;
@@ -520,7 +761,7 @@ load_with_faults(void **state)
 	for (int i = 0; i < 8; i++)
 		pthread_join(s[i], NULL);
 	for (int f = 0; f < F_NFAULTS; f++)
-		assert_true(faults[f] >= 1);
+		assert_true(faults[f] >= 1 || !fault_applies((enum fault)f));
 	assert_int_equal(atomic_load(&fault_errors), 0);
 #endif
 }
@@ -539,10 +780,12 @@ quiet(void *arg)
 {
 	struct db *db = arg;
 
-	/* Quiet: no pending row, and the outbox has sent every event. */
+	/* Quiet: no pending row, the outbox has sent every event, and every dead letter. */
 	return chan_rows(db, "pay_callback_log WHERE status = 0") == 0 &&
 	       chan_rows(db, "refund_callback_log WHERE status = 0") == 0 &&
-	       chan_rows(db, "order_events WHERE sent_at IS NULL") == 0;
+	       chan_rows(db, "order_events WHERE sent_at IS NULL") == 0 &&
+	       chan_rows(db, "pay_callback_log WHERE status = 2 AND dlq_sent_at IS NULL") == 0 &&
+	       chan_rows(db, "refund_callback_log WHERE status = 2 AND dlq_sent_at IS NULL") == 0;
 }
 
 /* What one order must end with, by the kind of its job. */
@@ -806,6 +1049,260 @@ invariants_hold_when_quiet(void **state)
 	db_close(&db);
 }
 
+/* ---- the liveness invariants ------------------------------------------------------------ */
+
+/* Dead letters on the topic, counted per log and row id. */
+struct letters {
+	unsigned long long ids[2][8192];
+	int counts[2][8192];
+	int n[2];
+};
+
+static int
+letter_cb(void *arg, const rd_kafka_message_t *m)
+{
+	struct letters *l = arg;
+	json_t *o = json_loadb(m->payload, m->len, 0, NULL);
+	const char *log = o ? json_string_value(json_object_get(o, "log")) : NULL;
+	unsigned long long id =
+	    o ? (unsigned long long)json_integer_value(json_object_get(o, "id")) : 0;
+	int lg = log && strcmp(log, "refund") == 0, i;
+
+	if (o == NULL || log == NULL) {
+		json_decref(o);
+		return 0;
+	}
+	for (i = 0; i < l->n[lg] && l->ids[lg][i] != id; i++)
+		;
+	if (i == l->n[lg] && l->n[lg] < 8192)
+		l->ids[lg][l->n[lg]++] = id;
+	if (i < 8192)
+		l->counts[lg][i]++;
+	json_decref(o);
+	return 0;
+}
+
+static int
+letter_count(const struct letters *l, int lg, unsigned long long id)
+{
+	for (int i = 0; i < l->n[lg]; i++)
+		if (l->ids[lg][i] == id)
+			return l->counts[lg][i];
+	return 0;
+}
+
+/* The outbox rows: event id, its row, and its transaction's rank (see events_cb). */
+struct ev_row {
+	char event_id[400];
+	char key[200];
+	unsigned long long id, rank;
+	int seen;
+};
+struct ev_set {
+	struct ev_row *rows;
+	int n, cap;
+	/* Per key, the highest rank whose first copy was seen; keys in rows[].key order. */
+	long long reordered, copies;
+};
+
+static int
+ev_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ev_row *)a)->event_id, ((const struct ev_row *)b)->event_id);
+}
+
+static int
+ev_collect(void *arg, struct db_out *o)
+{
+	struct ev_set *s = arg;
+
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 4096;
+		s->rows = realloc(s->rows, (size_t)s->cap * sizeof(*s->rows));
+		assert_non_null(s->rows);
+	}
+	snprintf(s->rows[s->n].event_id, sizeof(s->rows[0].event_id), "%s", o[0].buf);
+	snprintf(s->rows[s->n].key, sizeof(s->rows[0].key), "%s|%s", o[1].buf, o[2].buf);
+	s->rows[s->n].id = (unsigned long long)o[3].i;
+	s->rows[s->n].rank = (unsigned long long)o[4].i;
+	s->rows[s->n].seen = 0;
+	s->n++;
+	return 0;
+}
+
+/* Per key the highest rank seen so far (a small open list; keys are orders). */
+struct key_max {
+	char key[200];
+	unsigned long long rank;
+};
+static struct key_max *kmax;
+static int nkmax, capkmax;
+
+static unsigned long long *
+key_slot(const char *key)
+{
+	for (int i = 0; i < nkmax; i++)
+		if (strcmp(kmax[i].key, key) == 0)
+			return &kmax[i].rank;
+	if (nkmax == capkmax) {
+		capkmax = capkmax ? 2 * capkmax : 1024;
+		kmax = realloc(kmax, (size_t)capkmax * sizeof(*kmax));
+		assert_non_null(kmax);
+	}
+	snprintf(kmax[nkmax].key, sizeof(kmax[0].key), "%s", key);
+	kmax[nkmax].rank = 0;
+	return &kmax[nkmax++].rank;
+}
+
+/* events_cb - the first copy of each event must not come after a later transaction's. */
+static int
+events_cb(void *arg, const rd_kafka_message_t *m)
+{
+	struct ev_set *s = arg;
+	json_t *o = json_loadb(m->payload, m->len, 0, NULL);
+	const char *eid = o ? json_string_value(json_object_get(o, "event_id")) : NULL;
+	struct ev_row k, *r;
+	unsigned long long *mx;
+
+	s->copies++;
+	if (eid == NULL) {
+		json_decref(o);
+		return 0;
+	}
+	snprintf(k.event_id, sizeof(k.event_id), "%s", eid);
+	json_decref(o);
+	r = bsearch(&k, s->rows, (size_t)s->n, sizeof(*s->rows), ev_cmp);
+	if (r == NULL || r->seen++)
+		return 0;
+	mx = key_slot(r->key);
+	if (r->rank < *mx) {
+		if (s->reordered++ < 10)
+			printf("# reordered: %s (row %llu) after a later event of %s\n",
+			       r->event_id, r->id, r->key);
+	} else {
+		*mx = r->rank;
+	}
+	return 0;
+}
+
+/* Dead rows whose letter was confirmed after the topic was last recreated but is not on it. */
+struct missing_arg {
+	const struct letters *l;
+	int lg;
+	long long missing;
+};
+
+static int
+missing_cb(void *arg, struct db_out *o)
+{
+	struct missing_arg *a = arg;
+
+	if (letter_count(a->l, a->lg, (unsigned long long)o[0].i) == 0 && a->missing++ < 10)
+		printf("# dead letter of %s row %lld not on the topic\n", a->lg ? "refund" : "pay",
+		       o[0].i);
+	return 0;
+}
+
+static long long
+dead_letters_missing(struct db *db, const struct letters *l)
+{
+	struct missing_arg a = {l, 0, 0};
+	struct db_in in[1] = {DBI_I64(dlq_back_ms + 1000)};
+	struct db_out out[1] = {DBO_I64()};
+
+	for (a.lg = 0; a.lg < 2; a.lg++)
+		assert_int_equal(
+		    db_query(db,
+		             a.lg ? "SELECT id FROM refund_callback_log WHERE status = 2 AND "
+		                    "UNIX_TIMESTAMP(dlq_sent_at) * 1000 > ?"
+		                  : "SELECT id FROM pay_callback_log WHERE status = 2 AND "
+		                    "UNIX_TIMESTAMP(dlq_sent_at) * 1000 > ?",
+		             in, 1, out, 1, missing_cb, &a, NULL),
+		    DB_OK);
+	return a.missing;
+}
+
+static void
+no_silent_row_letters_once_events_in_order(void **state)
+{
+	long long after_s = retrier_old_after_s(&cf), unalarmed = 0, unsent_letters = 0;
+	long long letters_doubled = 0, letters_missing = 0, dead = 0;
+	static struct letters l;
+	struct ev_set ev = {0};
+	char topic[256];
+	struct db db;
+
+	(void)state;
+	harness_db(&cf, &db);
+	/*
+	 * No row pending past the end-to-end threshold without its alarm. A row is alarmed by
+	 * a retrier's cycle (every second here), so one that crossed the threshold by more than
+	 * a few cycles (the slack covers the database's own restart) must have its alert.
+	 */
+	{
+		struct db_in in[2] = {DBI_I64(after_s + 15), DBI_I64(after_s + 15)};
+
+		unalarmed = harness_query_i64(
+		    &db,
+		    "SELECT (SELECT COUNT(*) FROM pay_callback_log c WHERE TIMESTAMPDIFF(SECOND, "
+		    "c.created_at, IFNULL(c.done_at, NOW(3))) > ? AND NOT EXISTS (SELECT 1 FROM "
+		    "alerts a WHERE a.kind = 'old_pending' AND a.callback_id = c.id AND "
+		    "a.out_trade_no = c.out_trade_no)) + (SELECT COUNT(*) FROM refund_callback_log "
+		    "c "
+		    "WHERE TIMESTAMPDIFF(SECOND, c.created_at, IFNULL(c.done_at, NOW(3))) > ? AND "
+		    "NOT EXISTS (SELECT 1 FROM alerts a WHERE a.kind = 'old_pending' AND "
+		    "a.callback_id = c.id AND a.out_trade_no = c.out_trade_no))",
+		    in, 2);
+	}
+	/* Each dead letter sent, and none twice. Letters sent before the dead-letter topic was
+	 * last recreated went with it; those sent after are all on it, once. */
+	dead = q(&db, "pay_callback_log WHERE status = 2") +
+	       q(&db, "refund_callback_log WHERE status = 2");
+	unsent_letters = q(&db, "pay_callback_log WHERE status = 2 AND dlq_sent_at IS NULL") +
+	                 q(&db, "refund_callback_log WHERE status = 2 AND dlq_sent_at IS NULL");
+	conf_topic(&cf, "callbacks.dlq", topic, sizeof(topic));
+	assert_true(fx_read_topic(&cf, topic, letter_cb, &l) >= 0);
+	for (int lg = 0; lg < 2; lg++)
+		for (int i = 0; i < l.n[lg]; i++)
+			letters_doubled += l.counts[lg][i] > 1 ? l.counts[lg][i] - 1 : 0;
+	letters_missing = dead_letters_missing(&db, &l);
+	/* Events of each order in commit order: the first copy of each event on the topic comes
+	 * after every event of an earlier transaction of its order. An event's rank is its row
+	 * id, the paid events of one transaction sharing the smaller of their ids. */
+	{
+		char b_event[400], b_merchant[65], b_order[129];
+		struct db_out out[5] = {DBO_STR(b_event, sizeof(b_event)),
+		                        DBO_STR(b_merchant, sizeof(b_merchant)),
+		                        DBO_STR(b_order, sizeof(b_order)), DBO_I64(), DBO_I64()};
+
+		assert_int_equal(
+		    db_query(
+		        &db,
+		        "SELECT e.event_id, e.merchant_id, e.out_trade_no, e.id, IF(e.event_type "
+		        "LIKE 'order.paid.%', (SELECT MIN(p.id) FROM order_events p WHERE "
+		        "p.merchant_id = e.merchant_id AND p.out_trade_no = e.out_trade_no AND "
+		        "p.event_type LIKE 'order.paid.%'), e.id) FROM order_events e",
+		        NULL, 0, out, 5, ev_collect, &ev, NULL),
+		    DB_OK);
+	}
+	qsort(ev.rows, (size_t)ev.n, sizeof(*ev.rows), ev_cmp);
+	conf_topic(&cf, "order-events", topic, sizeof(topic));
+	assert_true(fx_read_topic(&cf, topic, events_cb, &ev) >= 0);
+	printf("# liveness: threshold=%llds unalarmed=%lld dead=%lld letters_unsent=%lld "
+	       "letters_doubled=%lld letters_missing=%lld events=%d event_copies=%lld "
+	       "reordered=%lld\n",
+	       after_s, unalarmed, dead, unsent_letters, letters_doubled, letters_missing, ev.n,
+	       ev.copies, ev.reordered);
+	assert_int_equal(unalarmed, 0);
+	assert_int_equal(unsent_letters, 0);
+	assert_int_equal(letters_doubled, 0);
+	assert_int_equal(letters_missing, 0);
+	assert_int_equal(ev.reordered, 0);
+	free(ev.rows);
+	free(kmax);
+	db_close(&db);
+}
+
 static void
 daemons_drain_and_exit_zero(void **state)
 {
@@ -843,7 +1340,31 @@ setup_pipeline(void)
 	setenv("PAYCB_KAFKA_PORT", env, 1);
 	snprintf(env, sizeof(env), "%d", httpc_free_port());
 	setenv("PAYCB_KAFKA_CONTROLLER_PORT", env, 1);
-	if (services("services.sh up") != 0) {
+	if (getenv("PAYCB_CHAOS_BROKERS") && atoi(getenv("PAYCB_CHAOS_BROKERS")) == 3)
+		nbrokers = 3;
+	if (nbrokers == 3) {
+		/* Three brokers as in production; the configuration's bootstrap list names all. */
+		int p[6];
+		char cp[64];
+
+		for (int i = 0; i < 6; i++)
+			p[i] = httpc_free_port();
+		snprintf(env, sizeof(env), "%d %d %d", p[0], p[1], p[2]);
+		setenv("PAYCB_KAFKA_CLUSTER_PORTS", env, 1);
+		snprintf(cp, sizeof(cp), "%d %d %d", p[3], p[4], p[5]);
+		setenv("PAYCB_KAFKA_CLUSTER_CONTROLLER_PORTS", cp, 1);
+		snprintf(env, sizeof(env), "%d", p[0]);
+		setenv("PAYCB_KAFKA_PORT", env, 1);
+		snprintf(brokers, sizeof(brokers), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", p[0],
+		         p[1], p[2]);
+		if (services("mariadb.sh up") != 0 || services("kafka-cluster.sh up") != 0 ||
+		    services("services.sh config") != 0) {
+			printf("# cannot start the chaos services; see %s/services.log\n", var);
+			return -1;
+		}
+		printf("# Kafka: three brokers %s (replication 3, min.insync.replicas 2)\n",
+		       brokers);
+	} else if (services("services.sh up") != 0) {
 		printf("# cannot start the chaos services; see %s/services.log\n", var);
 		return -1;
 	}
@@ -860,6 +1381,10 @@ setup_pipeline(void)
 	cf.retrier.admin_port = 0;
 	cf.processor.admin_port = 0;
 	cf.kafka.delivery_timeout_ms = 10000;
+	/* The end-to-end alarm's threshold: 10 s, raised by the ladder to about 23 s. */
+	cf.retrier.stuck_after_s = 10;
+	if (nbrokers == 3)
+		harness_set(&cf.kafka.brokers, brokers);
 	snprintf(env, sizeof(env), "%s-processors", cf.kafka.topic_prefix);
 	harness_set(&cf.kafka.group_id, env);
 	if (chan_merchants(&K, merchants, sizeof(merchants)) != 0)
@@ -878,6 +1403,25 @@ setup_pipeline(void)
 			return -1;
 	}
 	snprintf(conf_path, sizeof(conf_path), "%s", ingests[0].conf);
+	/* The drifted ladder: its last step is 6 s, a topic that exists but no processor reads. */
+	{
+		struct conf dc = cf;
+		char t6[256];
+		int parts = (int)cf.kafka.partitions;
+		const char *names[1] = {t6};
+		char err[256];
+
+		dc.retry.ladder_s.v[ladder_steps(&cf.retry) - 1] = 6;
+		ladder_topic(&dc, ladder_steps(&dc.retry), t6, sizeof(t6));
+		if (kq_create_topics(&cf.kafka, names, &parts, NULL, 1, 30000, NULL, err,
+		                     sizeof(err)) != 0) {
+			printf("# cannot create %s: %s\n", t6, err);
+			return -1;
+		}
+		snprintf(drift_conf, sizeof(drift_conf), "%s/retrier-drift.conf", K.dir);
+		if (harness_write_conf(&dc, drift_conf, extra) != 0)
+			return -1;
+	}
 	for (int i = 0; i < 4; i++) {
 		procs[i].bin = "bin/paycb-processor";
 		snprintf(procs[i].conf, sizeof(procs[i].conf), "%s", conf_path);
@@ -944,6 +1488,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(load_with_faults),
 	    cmocka_unit_test(invariants_hold_when_quiet),
+	    cmocka_unit_test(no_silent_row_letters_once_events_in_order),
 #ifdef PAYCB_SCALEOUT
 	    cmocka_unit_test(processors_shared_the_partitions),
 	    cmocka_unit_test(partitions_were_added_under_load),
@@ -967,7 +1512,12 @@ main(void)
 			harness_stop(ingests[i].pid, SIGKILL, 5000);
 	harness_teardown(&cf);
 	chan_keys_free(&K);
-	services("services.sh clean");
+	if (nbrokers == 3) {
+		services("kafka-cluster.sh clean");
+		services("mariadb.sh clean");
+	} else {
+		services("services.sh clean");
+	}
 	if (getenv("PAYCB_KEEP_TEST_FILES") == NULL) {
 		char cmd[256];
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", var);

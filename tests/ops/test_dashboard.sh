@@ -8,8 +8,8 @@
 # second with the project's alert rules loaded; then every panel's every query is evaluated
 # through Prometheus' HTTP API. A query must be accepted, and a query over paycb_* metrics
 # must return at least one series: an empty answer means the dashboard names something the
-# daemons do not export. Queries over metrics paycb does not export (kafka_exporter's lag,
-# Prometheus' own ALERTS) need only be accepted. About 30 s.
+# daemons do not export. Queries over metrics paycb does not export (Prometheus' own ALERTS
+# and up) need only be accepted. About 30 s.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=tools/sim/pipeline.sh

@@ -42,6 +42,8 @@ mapfile -t names < <(grep -o 'paycb_[a-z_]*' "$P/paycb-rules.yml" | sed 's/_buck
 for m in "${names[@]}"; do
 	dir=${m#paycb_}
 	dir=${dir%%_*}
+	# The processors' consumer lag is measured and exported by the retrier (retrier_lag.c).
+	[[ $dir == consumer ]] && dir=retrier
 	if grep -rqF "\"$m\"" "$dir"/*.c 2>/dev/null; then
 		ok "$m is exported by $dir/"
 	elif [[ $dir == processor ]] && ! grep -qs 'metrics_\(counter\|gauge\|hist\)(' processor/*.c; then

@@ -1,0 +1,353 @@
+/*
+ * retrier_lag - measures the processors' consumer lag on every topic they consume, the main
+ * topic and each delay topic of the ladder, and exports it, so no external exporter is needed
+ * and a stalled partition alarms.
+ *
+ * Every retrier.lag_interval_s the retrier reads the group's committed offsets
+ * (kafka.group_id, the processors' group) and each partition's watermarks. A delay topic lags
+ * by design: the processors hold each message until its timestamp plus the step's delay (at
+ * most the delay after they first saw it). So for a partition that is behind, the retrier
+ * fetches the message at the committed offset, the partition's head, and judges it: a head
+ * whose hold is over and that is still not consumed is lag; a held head not yet due is not.
+ * The hold's due time is min(timestamp, first seen here) + delay, the same cap the processors
+ * apply, so a message stamped in the future is judged as they treat it.
+ *
+ * The handle that reads is a consumer of the processors' group that never joins it: it only
+ * assigns partitions to itself for a moment to fetch their heads, with auto-commit off, so it
+ * never commits an offset and never takes part in a rebalance.
+ *
+ * Gauges per topic (label kind: main or delay): paycb_consumer_lag_messages (committed to
+ * end), paycb_consumer_due_lag_messages (lag of the partitions whose head is due: on the main
+ * topic all of it), paycb_consumer_head_overdue_seconds (the longest any partition's head has
+ * been due and not consumed; on the main topic, the oldest unconsumed message's age), and
+ * paycb_consumer_lag_check_ok.
+ */
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kq.h"
+#include "ladder.h"
+#include "log.h"
+#include "metrics.h"
+#include "retrier.h"
+
+#define LAG_TIMEOUT_MS 5000
+/* How long one check waits for the heads of the partitions that are behind. */
+#define LAG_HEAD_WAIT_MS 3000
+
+struct lag_part {
+	long long lag;
+	int64_t start; /* where the group would read next; -1 when not behind */
+	int64_t head;  /* the head judged last time, and since when it is the head */
+	long long first_seen_ms;
+	long long ts_ms; /* the head's timestamp, -1 not fetched */
+};
+
+struct lag_topic {
+	const char *name;
+	long long delay_ms; /* 0 for the main topic */
+	int nparts;
+	struct lag_part *parts;
+	struct metric *m_lag, *m_due, *m_overdue;
+	long long lag, due_lag, overdue_ms; /* the last check's figures */
+};
+
+struct retrier_lag {
+	rd_kafka_t *rk;
+	int ntopics;
+	struct lag_topic topics[CFG_LIST_MAX + 1];
+	struct metric *m_ok;
+	long long next_ms;
+	int ok;
+};
+
+/* lag_new - the reading handle and one gauge set per topic. */
+static struct retrier_lag *
+lag_new(struct retrier *r)
+{
+	struct retrier_lag *lg = calloc(1, sizeof(*lg));
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char err[256];
+
+	if (lg == NULL)
+		goto fail;
+	if (kq_conf_common(conf, &r->cf->kafka, err, sizeof(err)) != 0 ||
+	    rd_kafka_conf_set(conf, "group.id", r->cf->kafka.group_id, err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "enable.partition.eof", "false", err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "fetch.wait.max.ms", "100", err, sizeof(err)) ||
+	    rd_kafka_conf_set(conf, "queued.max.messages.kbytes", "1024", err, sizeof(err))) {
+		log_error(NULL, "event=lag_failed error=\"%s\"", err);
+		goto fail;
+	}
+	if ((lg->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err))) == NULL) {
+		log_error(NULL, "event=lag_failed error=\"%s\"", err);
+		goto fail;
+	}
+	conf = NULL;
+	for (int k = 0; k <= ladder_steps(&r->cf->retry); k++) {
+		struct lag_topic *t = &lg->topics[lg->ntopics++];
+
+		t->name = k == 0 ? r->topic_main : r->topic_step[k];
+		t->delay_ms = k == 0 ? 0 : r->cf->retry.ladder_s.v[k - 1] * 1000;
+		t->m_lag = retrier_mx.lag[k];
+		t->m_due = retrier_mx.due_lag[k];
+		t->m_overdue = retrier_mx.head_overdue_s[k];
+	}
+	lg->m_ok = retrier_mx.lag_ok;
+	return lg;
+fail:
+	if (conf)
+		rd_kafka_conf_destroy(conf);
+	if (lg && lg->rk)
+		rd_kafka_destroy(lg->rk);
+	free(lg);
+	return NULL;
+}
+
+/* lag_partitions - a topic's partition count into t (its per-partition state resized). */
+static int
+lag_partitions(struct retrier_lag *lg, struct lag_topic *t)
+{
+	const struct rd_kafka_metadata *md = NULL;
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(lg->rk, t->name, NULL);
+	rd_kafka_resp_err_t e;
+	int n = -1;
+
+	if (rkt == NULL)
+		return -1;
+	e = rd_kafka_metadata(lg->rk, 0, rkt, &md, LAG_TIMEOUT_MS);
+	if (e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 && md->topics[0].err == 0)
+		n = md->topics[0].partition_cnt;
+	else
+		log_warn(NULL, "event=lag_topic_unknown topic=%s error=\"%s\"", t->name,
+		         rd_kafka_err2str(e               ? e
+		                          : md->topic_cnt ? md->topics[0].err
+		                                          : e));
+	if (md)
+		rd_kafka_metadata_destroy(md);
+	rd_kafka_topic_destroy(rkt);
+	if (n < 0)
+		return -1;
+	if (n != t->nparts) {
+		struct lag_part *p = calloc((size_t)(n ? n : 1), sizeof(*p));
+
+		if (p == NULL)
+			return -1;
+		for (int i = 0; i < n; i++)
+			p[i].head = -1;
+		free(t->parts);
+		t->parts = p;
+		t->nparts = n;
+	}
+	return 0;
+}
+
+/* lag_offsets - each partition's lag and start from the committed offsets and watermarks. */
+static int
+lag_offsets(struct retrier_lag *lg)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(64);
+	rd_kafka_resp_err_t e;
+	int rc = -1, k = 0;
+
+	for (int i = 0; i < lg->ntopics; i++)
+		for (int p = 0; p < lg->topics[i].nparts; p++)
+			rd_kafka_topic_partition_list_add(l, lg->topics[i].name, p);
+	if ((e = rd_kafka_committed(lg->rk, l, LAG_TIMEOUT_MS)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+		log_warn(NULL, "event=lag_failed step=committed error=\"%s\"", rd_kafka_err2str(e));
+		goto done;
+	}
+	for (int i = 0; i < lg->ntopics; i++) {
+		struct lag_topic *t = &lg->topics[i];
+
+		for (int p = 0; p < t->nparts; p++, k++) {
+			struct lag_part *pp = &t->parts[p];
+			int64_t lo, hi, c = l->elems[k].err ? -1 : l->elems[k].offset;
+
+			e = rd_kafka_query_watermark_offsets(lg->rk, t->name, p, &lo, &hi,
+			                                     LAG_TIMEOUT_MS);
+			if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+				log_warn(NULL,
+				         "event=lag_failed step=watermarks topic=%s partition=%d "
+				         "error=\"%s\"",
+				         t->name, p, rd_kafka_err2str(e));
+				goto done;
+			}
+			/* No commit yet, or out of range (retention, a recreated topic): the
+			 * group starts at the earliest offset (auto.offset.reset). */
+			if (c < lo || c > hi)
+				c = lo;
+			pp->lag = hi - c;
+			pp->start = pp->lag > 0 ? c : -1;
+			pp->ts_ms = -1;
+		}
+	}
+	rc = 0;
+done:
+	rd_kafka_topic_partition_list_destroy(l);
+	return rc;
+}
+
+/* lag_heads - fetches the message at each lagging partition's start (its timestamp). */
+static void
+lag_heads(struct retrier_lag *lg)
+{
+	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(64);
+	long long deadline = retrier_now_ms() + LAG_HEAD_WAIT_MS;
+	int want = 0;
+
+	for (int i = 0; i < lg->ntopics; i++)
+		for (int p = 0; p < lg->topics[i].nparts; p++)
+			if (lg->topics[i].parts[p].start >= 0) {
+				rd_kafka_topic_partition_list_add(l, lg->topics[i].name, p)
+				    ->offset = lg->topics[i].parts[p].start;
+				want++;
+			}
+	if (want == 0 || rd_kafka_assign(lg->rk, l) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		goto done;
+	while (want > 0 && retrier_now_ms() < deadline) {
+		rd_kafka_message_t *m = rd_kafka_consumer_poll(lg->rk, 100);
+		const char *name;
+
+		if (m == NULL)
+			continue;
+		name = m->rkt ? rd_kafka_topic_name(m->rkt) : NULL;
+		for (int i = 0; name && m->err == 0 && i < lg->ntopics; i++) {
+			struct lag_topic *t = &lg->topics[i];
+			rd_kafka_timestamp_type_t tt;
+
+			if (strcmp(t->name, name) != 0 || m->partition >= t->nparts ||
+			    t->parts[m->partition].ts_ms >= 0)
+				continue;
+			t->parts[m->partition].ts_ms = rd_kafka_message_timestamp(m, &tt);
+			want--;
+		}
+		rd_kafka_message_destroy(m);
+	}
+	rd_kafka_assign(lg->rk, NULL);
+done:
+	rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* lag_judge - the figures of one topic from its partitions' heads. */
+static void
+lag_judge(struct lag_topic *t, long long now)
+{
+	t->lag = t->due_lag = t->overdue_ms = 0;
+	for (int p = 0; p < t->nparts; p++) {
+		struct lag_part *pp = &t->parts[p];
+		long long due;
+
+		if (pp->start < 0) {
+			pp->head = -1;
+			continue;
+		}
+		if (pp->head != pp->start) {
+			pp->head = pp->start;
+			pp->first_seen_ms = now;
+		}
+		t->lag += pp->lag;
+		/* A head not fetched is judged from when it was first seen here. */
+		due =
+		    pp->ts_ms >= 0 && pp->ts_ms < pp->first_seen_ms ? pp->ts_ms : pp->first_seen_ms;
+		due += t->delay_ms;
+		if (now < due)
+			continue;
+		t->due_lag += pp->lag;
+		if (now - due > t->overdue_ms)
+			t->overdue_ms = now - due;
+	}
+}
+
+int
+retrier_lag_check(struct retrier *r)
+{
+	struct retrier_lag *lg = r->lag;
+	long long now;
+	int rc = -1;
+
+	if (lg == NULL && (lg = r->lag = lag_new(r)) == NULL)
+		return -1;
+	for (int i = 0; i < lg->ntopics; i++)
+		if (lag_partitions(lg, &lg->topics[i]) != 0)
+			goto done;
+	if (lag_offsets(lg) != 0)
+		goto done;
+	lag_heads(lg);
+	now = retrier_now_ms();
+	for (int i = 0; i < lg->ntopics; i++) {
+		struct lag_topic *t = &lg->topics[i];
+
+		lag_judge(t, now);
+		metrics_set(t->m_lag, t->lag);
+		metrics_set(t->m_due, t->due_lag);
+		metrics_set(t->m_overdue, t->overdue_ms / 1000);
+		if (t->overdue_ms >= 60000)
+			log_warn(NULL,
+			         "event=partition_stalled topic=%s lag=%lld due_lag=%lld "
+			         "overdue_s=%lld",
+			         t->name, t->lag, t->due_lag, t->overdue_ms / 1000);
+	}
+	rc = 0;
+done:
+	lg->ok = rc == 0;
+	metrics_set(lg->m_ok, lg->ok);
+	return rc;
+}
+
+int
+retrier_lag_due(struct retrier *r)
+{
+	long long every = r->cf->retrier.lag_interval_s * 1000, now = retrier_now_ms();
+	long long next = r->lag ? r->lag->next_ms : 0;
+
+	if (every <= 0 || now < next)
+		return 0;
+	retrier_lag_check(r);
+	if (r->lag)
+		r->lag->next_ms = now + every;
+	return 1;
+}
+
+int
+retrier_lag_topic(const struct retrier *r, const char *topic, long long *lag, long long *due_lag,
+                  long long *overdue_ms)
+{
+	for (int i = 0; r->lag && i < r->lag->ntopics; i++) {
+		const struct lag_topic *t = &r->lag->topics[i];
+
+		if (strcmp(t->name, topic) != 0)
+			continue;
+		*lag = t->lag;
+		*due_lag = t->due_lag;
+		*overdue_ms = t->overdue_ms;
+		return 0;
+	}
+	return -1;
+}
+
+void
+retrier_lag_labels(const struct retrier *r, int k, char *buf, size_t len)
+{
+	snprintf(buf, len, "topic=\"%s\",kind=\"%s\"", k ? r->topic_step[k] : r->topic_main,
+	         k ? "delay" : "main");
+}
+
+void
+retrier_lag_free(struct retrier *r)
+{
+	struct retrier_lag *lg = r->lag;
+
+	if (lg == NULL)
+		return;
+	rd_kafka_consumer_close(lg->rk);
+	rd_kafka_destroy(lg->rk);
+	for (int i = 0; i < lg->ntopics; i++)
+		free(lg->topics[i].parts);
+	free(lg);
+	r->lag = NULL;
+}
