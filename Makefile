@@ -171,7 +171,7 @@ docs: bin/paycb-migrate bin/tests/unit/test_decide
 	@mv docs/processor.md.new docs/processor.md
 
 # ---- fuzzing (clang libFuzzer) ------------------------------------------------------------
-# `make fuzz` runs every harness for FUZZ_SECONDS each, seeded from ../shared/vectors;
+# `make fuzz` runs every harness for FUZZ_SECONDS each, seeded from tests/vectors/inbound;
 # tests/fuzz/test_fuzz_smoke.sh (part of make test) runs each for a few seconds.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
@@ -271,5 +271,5 @@ CHAOS_SECONDS ?= 600
 chaos: all
 	@PAYCB_CHAOS_SECONDS=$(CHAOS_SECONDS) $(if $(CHAOS_SEED),PAYCB_CHAOS_SEED=$(CHAOS_SEED)) \
 	  $(if $(CHAOS_BROKERS),PAYCB_CHAOS_BROKERS=$(CHAOS_BROKERS)) \
-	  CMOCKA_MESSAGE_OUTPUT=TAP PAYCB_VECTORS=$(CURDIR)/../shared/vectors \
+	  CMOCKA_MESSAGE_OUTPUT=TAP PAYCB_VECTORS=$(CURDIR)/tests/vectors/inbound \
 	  bin/tests/integ/test_chaos

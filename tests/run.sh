@@ -13,7 +13,7 @@ what=${1:-all}
 export CMOCKA_MESSAGE_OUTPUT=TAP
 export PAYCB_VAR=${PAYCB_VAR:-$PWD/var}
 export PAYCB_TEST_CONF=${PAYCB_TEST_CONF:-$PAYCB_VAR/paycb.conf}
-export PAYCB_VECTORS=${PAYCB_VECTORS:-$PWD/../shared/vectors}
+export PAYCB_VECTORS=${PAYCB_VECTORS:-$PWD/tests/vectors/inbound}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 per_test_timeout=${PAYCB_TEST_TIMEOUT:-600}

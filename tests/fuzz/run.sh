@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh SECONDS - runs every libFuzzer harness in bin/fuzz for SECONDS each, with
-# seed corpora made from ../shared/vectors (kept under build/fuzz/corpus, never committed).
+# seed corpora made from tests/vectors/inbound (kept under build/fuzz/corpus, never committed).
 # Prints TAP: one line per harness; a crash, leak or sanitizer report is a failure, and the
 # reproducer is kept under build/fuzz/crashes/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-60}
-vec=${PAYCB_VECTORS:-$PWD/../shared/vectors}
+vec=${PAYCB_VECTORS:-$PWD/tests/vectors/inbound}
 corpus=build/fuzz/corpus
 crashes=build/fuzz/crashes
 mkdir -p "$crashes"

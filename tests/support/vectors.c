@@ -1,5 +1,6 @@
 /*
- * vectors - loading files from the shared test-vector directory.
+ * vectors - loading files from the test-vector directory (tests/vectors/inbound, copied
+ * into the tree with its provenance; PAYCB_VECTORS names another).
  *
  * Vector files are read byte for byte: the signatures in them cover exact bytes, so nothing
  * here trims, re-encodes or normalises line endings.
@@ -19,7 +20,7 @@ vec_dir(void)
 {
 	const char *d = getenv("PAYCB_VECTORS");
 
-	return d != NULL && d[0] != '\0' ? d : "../shared/vectors";
+	return d != NULL && d[0] != '\0' ? d : "tests/vectors/inbound";
 }
 
 uint8_t *

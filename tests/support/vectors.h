@@ -1,5 +1,5 @@
 /*
- * vectors - access to the shared test vectors (../shared/vectors, or $PAYCB_VECTORS).
+ * vectors - access to the test vectors (tests/vectors/inbound, or $PAYCB_VECTORS).
  *
  * Paths are relative to the vectors directory ("wechatpay/derived/cases.json"). Functions
  * return NULL on failure and never touch cmocka; tests assert on the results.
@@ -13,7 +13,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-/* The vectors directory: $PAYCB_VECTORS, else ../shared/vectors (tests run at the repo root). */
+/* The vectors directory: $PAYCB_VECTORS, else tests/vectors/inbound (tests run at the repo root). */
 const char *vec_dir(void);
 
 /* The exact bytes of a vector file, with a NUL after them (free it); *len excludes the NUL. */

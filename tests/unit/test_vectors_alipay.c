@@ -1,5 +1,5 @@
 /*
- * test_vectors_alipay - every Alipay vector in shared/vectors/alipay, data-driven.
+ * test_vectors_alipay - every Alipay vector in tests/vectors/inbound/alipay, data-driven.
  *
  * For each case of node_sdk_notify_cases.json and java_sdk_rsacheck_cases.json (one cmocka
  * test each): the string to sign built from the case's params must be the case's

@@ -1,5 +1,5 @@
 /*
- * test_vectors_stripe - every Stripe vector in shared/vectors/stripe/derived/cases.json, one
+ * test_vectors_stripe - every Stripe vector in tests/vectors/inbound/stripe/derived/cases.json, one
  * cmocka test per case, data-driven: the case's body file, header, secret, clock and tolerance
  * go to stripe_verify_parse(), the outcome must match the table below (which must agree with
  * the case's "expect" text), and accepted event bodies must parse into the fields the body

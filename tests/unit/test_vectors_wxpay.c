@@ -1,5 +1,5 @@
 /*
- * test_vectors_wxpay - every WeChat Pay vector in shared/vectors/wechatpay, data-driven.
+ * test_vectors_wxpay - every WeChat Pay vector in tests/vectors/inbound/wechatpay, data-driven.
  *
  * The official SDK vectors check the primitives (RSA verify, AES-GCM) and one end-to-end
  * notification; each case of derived/cases.json becomes its own cmocka test that feeds the
