@@ -116,7 +116,9 @@ httpc_request(int port, const char *method, const char *path, const char *header
 		     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
 		     "Content-Length: %zu\r\n%s\r\n",
 		     method, path, blen, headers ? headers : "");
-	memcpy(req + n, body, blen);
+	/* A request without a body passes NULL, which memcpy may not be given even for 0. */
+	if (blen > 0)
+		memcpy(req + n, body, blen);
 	rc = httpc_raw(port, req, (size_t)n + blen, timeout_ms, out);
 	free(req);
 	return rc;
