@@ -28,9 +28,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "chan.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "httpc.h"
+#include "ingest_notify.h"
 #include "sim.h"
 
 #define WAIT_MS 60000
@@ -38,8 +40,18 @@
 static struct conf cf;
 static struct db tdb;
 static char dir[512], conf_path[640], appr_path[640], keys[600];
-static int sim_port, sim_pid = -1;
+static int sim_port, sim_pid = -1, ingest_port, ingest_admin;
 static int seq;
+/* Every process a test started, killed at teardown when a failed assertion left it. */
+static int kids[64], nkids;
+
+static int
+kid(int pid)
+{
+	if (pid > 0 && nkids < 64)
+		kids[nkids++] = pid;
+	return pid;
+}
 
 /* spawn - starts argv with stdout and stderr appended to log. */
 static int
@@ -208,7 +220,7 @@ reconciler_start(const char *conf, const char *name)
 
 	snprintf(log, sizeof(log), "%s/%s.log", dir, name);
 	seen = harness_file_count(log, "event=ready");
-	if ((pid = spawn(argv, log)) <= 0)
+	if ((pid = kid(spawn(argv, log))) <= 0)
 		return -1;
 	/* Ready means its signal handlers are in place: a SIGTERM then drains. */
 	while (harness_file_count(log, "event=ready") == seen && harness_now_ms() < end)
@@ -369,11 +381,168 @@ approval_first(void **state)
 	                 1);
 }
 
+/* pending - a PENDING order in paycb and, at the channel, the same order paid (no
+ * notification is ever sent for it). */
+static void
+pending_paid_at_channel(const char *tag, long long cents, char *order, size_t olen, char *txn,
+                        size_t tlen)
+{
+	char form[300], amount[32];
+
+	snprintf(order, olen, "%s-%d-%d", tag, (int)getpid(), ++seq);
+	snprintf(txn, tlen, "4300%d%06d", (int)getpid() % 10000, seq);
+	snprintf(amount, sizeof(amount), "%lld.%02lld", cents / 100, cents % 100);
+	snprintf(form, sizeof(form),
+	         "merchant=default&out_trade_no=%s&amount=%lld&currency=CNY&state=PAID&"
+	         "transaction_id=%s",
+	         order, cents, txn);
+	assert_int_equal(sim_post("/_sim/order", form), 0);
+	assert_int_equal(fx_order(&tdb, "default", order, amount, "CNY", "PENDING"), 0);
+}
+
+static long long
+rows_of(const char *sql, const char *order)
+{
+	struct db_in in[1] = {DBI_STR(order)};
+
+	return harness_query_i64(&tdb, sql, in, 1);
+}
+
+static int
+wait_order(const char *order, const char *status)
+{
+	struct db_in in[2] = {DBI_STR(order), DBI_STR(status)};
+
+	return harness_wait_i64(&tdb,
+	                        "SELECT COUNT(*) FROM orders WHERE merchant_id = 'default' AND "
+	                        "out_trade_no = ? AND status = ?",
+	                        in, 2, 1, WAIT_MS);
+}
+
+/* late_notification - the real TRANSACTION.SUCCESS notification, signed as WeChat Pay signs
+ * it with the simulator's platform key, posted to ingest; returns the HTTP status. */
+static int
+late_notification(const char *order, const char *txn, long long cents)
+{
+	struct conf lc;
+	struct cfg_errors errs;
+	struct sim_merchant *m = NULL;
+	struct chan_note n = {0};
+	struct httpc_resp *r = calloc(1, sizeof(*r));
+	char err[256], plain[1024], tsh[24], nonce[40], *sig = NULL;
+	int nm = 0, status = -1;
+
+	if (r == NULL || conf_load(conf_path, PROC_SIM, &lc, &errs) != 0 ||
+	    sim_merchants_load(&lc, keys, &m, &nm, err, sizeof(err)) != 0)
+		goto done;
+	snprintf(
+	    plain, sizeof(plain),
+	    "{\"mchid\":\"%s\",\"appid\":\"wx0000000000000001\",\"out_trade_no\":\"%s\","
+	    "\"transaction_id\":\"%s\",\"trade_type\":\"NATIVE\",\"trade_state\":\"SUCCESS\","
+	    "\"trade_state_desc\":\"ok\",\"bank_type\":\"OTHERS\",\"success_time\":"
+	    "\"2026-12-02T10:34:56+08:00\",\"payer\":{\"openid\":\"o1\"},\"amount\":{\"total\":"
+	    "%lld,\"payer_total\":%lld,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}",
+	    m[0].mchid, order, txn, cents, cents);
+	if (wx_sign_notify(m[0].wx_cert_key, m[0].wx_serial, m[0].apiv3, "TRANSACTION.SUCCESS",
+	                   plain, time(NULL), &n.body, tsh, nonce, &sig) != 0)
+		goto done;
+	n.len = strlen(n.body);
+	snprintf(n.headers, sizeof(n.headers),
+	         "Content-Type: application/json\r\nWechatpay-Timestamp: %s\r\n"
+	         "Wechatpay-Nonce: %s\r\nWechatpay-Signature: %s\r\nWechatpay-Serial: %s\r\n",
+	         tsh, nonce, sig, m[0].wx_serial);
+	if (chan_post(ingest_port, "/pay/callback/wxpay/default", &n, r) == 0)
+		status = r->status;
+done:
+	free(sig);
+	free(n.body);
+	free(r);
+	if (m != NULL)
+		sim_merchants_free(m, nm);
+	conf_free(&lc);
+	return status;
+}
+
+static void
+lost_notification_recovered_by_query(void **state)
+{
+	char order[64], txn[40], plog[700], ilog[700];
+	int pid, ppid, ipid;
+
+	(void)state;
+	pending_paid_at_channel("lost", 1234, order, sizeof(order), txn, sizeof(txn));
+	assert_true((ppid = kid(fx_processor_start(&cf, "recon-proc", plog, sizeof(plog)))) > 0);
+	assert_true((pid = reconciler_start(conf_path, "recon-query")) > 0);
+	assert_int_equal(wait_order(order, "PAID"), 0);
+	assert_int_equal(rows_of("SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no = ? AND "
+	                         "source = 'query' AND event_type = 'query' AND status = 1 AND "
+	                         "LOCATE(channel_trade_no, raw_body) > 0",
+	                         order),
+	                 1);
+	assert_int_equal(rows_of("SELECT COUNT(*) FROM alerts WHERE out_trade_no = ? AND kind = "
+	                         "'notification_lost'",
+	                         order),
+	                 1);
+	/* The real notification, days late: ingest acknowledges it as a duplicate. */
+	snprintf(ilog, sizeof(ilog), "%s/ingest.log", dir);
+	assert_true((ipid = kid(chan_spawn_ingest(conf_path, ilog, ingest_admin))) > 0);
+	/* WeChat Pay's success answer: 200 or 204 without a body. */
+	{
+		int st = late_notification(order, txn, 1234);
+
+		assert_true(st == 200 || st == 204);
+	}
+	assert_int_equal(chan_stop(ipid), 0);
+	assert_int_equal(
+	    rows_of("SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no = ?", order), 1);
+	assert_true(harness_file_count(ilog, "event=duplicate") >= 1);
+	assert_int_equal(rows_of("SELECT COUNT(*) FROM order_events WHERE out_trade_no = ? AND "
+	                         "event_type = 'order.paid.shipment'",
+	                         order),
+	                 1);
+	assert_int_equal(harness_stop(pid, SIGTERM, 20000), 0);
+	assert_int_equal(harness_stop(ppid, SIGTERM, 30000), 0);
+}
+
+static void
+forged_query_answer_pays_nothing(void **state)
+{
+	char order[64], txn[40], log[700];
+	long long forged0;
+	int pid;
+
+	(void)state;
+	snprintf(log, sizeof(log), "%s/recon-forged.log", dir);
+	forged0 = harness_file_count(log, "outcome=forged");
+	assert_int_equal(sim_post("/_sim/fault", "forge=1000"), 0);
+	pending_paid_at_channel("forg", 999, order, sizeof(order), txn, sizeof(txn));
+	assert_true((pid = reconciler_start(conf_path, "recon-forged")) > 0);
+	/* Two forged answers, each refused, and nothing reserved for them. */
+	for (long long end = harness_now_ms() + WAIT_MS;
+	     harness_file_count(log, "outcome=forged") < forged0 + 2 && harness_now_ms() < end;)
+		usleep(20 * 1000);
+	assert_true(harness_file_count(log, "outcome=forged") >= forged0 + 2);
+	assert_int_equal(
+	    rows_of("SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no = ?", order), 0);
+	assert_int_equal(rows_of("SELECT COUNT(*) FROM orders WHERE out_trade_no = ? AND status = "
+	                         "'PENDING' AND recon_step = 0",
+	                         order),
+	                 1);
+	/* Authentic answers again: the same order is recovered. */
+	assert_int_equal(sim_post("/_sim/fault", "forge=0"), 0);
+	assert_int_equal(harness_wait_i64(&tdb,
+	                                  "SELECT COUNT(*) FROM pay_callback_log WHERE "
+	                                  "out_trade_no = ? AND source = 'query'",
+	                                  (struct db_in[]){DBI_STR(order)}, 1, 1, WAIT_MS),
+	                 0);
+	assert_int_equal(harness_stop(pid, SIGTERM, 20000), 0);
+}
+
 static int
 setup(void **state)
 {
 	struct sim_mfiles mf;
-	char base[640], err[512], log[640], port[16];
+	char base[640], err[512], log[640], port[16], iport[64], iadmin[64];
 	char *sets[12];
 	int nsets = 0;
 
@@ -381,6 +550,12 @@ setup(void **state)
 	if (harness_setup(&cf, "recon", NULL) != 0)
 		return -1;
 	harness_db(&cf, &tdb);
+	{
+		char group[128];
+
+		snprintf(group, sizeof(group), "%s.processor", cf.kafka.topic_prefix);
+		harness_set(&cf.kafka.group_id, group);
+	}
 	snprintf(dir, sizeof(dir), "%s/test-logs/%s-recon", fx_dir(), cf.kafka.topic_prefix);
 	mkdir(dir, 0700);
 	snprintf(keys, sizeof(keys), "%s/keys", dir);
@@ -399,6 +574,13 @@ setup(void **state)
 	sets[nsets++] = "reconciler.admin_port=0";
 	sets[nsets++] = "reconciler.total_timeout_ms=1000";
 	sets[nsets++] = "reconciler.lease_s=2";
+	sets[nsets++] = "reconciler.query_steps_s=[1, 600]";
+	ingest_port = httpc_free_port();
+	ingest_admin = httpc_free_port();
+	snprintf(iport, sizeof(iport), "ingest.listen_port=%d", ingest_port);
+	snprintf(iadmin, sizeof(iadmin), "ingest.admin_port=%d", ingest_admin);
+	sets[nsets++] = iport;
+	sets[nsets++] = iadmin;
 	if (harness_write_conf(&cf, base, NULL) != 0 ||
 	    sim_conf_write(base, conf_path, &mf, 1, sets, nsets, err, sizeof(err)) != 0) {
 		print_message("# %s\n", err);
@@ -428,6 +610,9 @@ static int
 teardown(void **state)
 {
 	(void)state;
+	for (int i = 0; i < nkids; i++)
+		if (kill((pid_t)kids[i], 0) == 0)
+			harness_stop(kids[i], SIGKILL, 10000);
 	if (sim_pid > 0)
 		harness_stop(sim_pid, SIGTERM, 10000);
 	db_close(&tdb);
@@ -443,6 +628,8 @@ main(void)
 	    cmocka_unit_test(refunds_survive_sigkill),
 	    cmocka_unit_test(final_refusal_fails_with_alert),
 	    cmocka_unit_test(approval_first),
+	    cmocka_unit_test(lost_notification_recovered_by_query),
+	    cmocka_unit_test(forged_query_answer_pays_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
