@@ -538,6 +538,41 @@ forged_query_answer_pays_nothing(void **state)
 	assert_int_equal(harness_stop(pid, SIGTERM, 20000), 0);
 }
 
+static void
+closed_order_closed_at_channel(void **state)
+{
+	char order[64], form[300], cmd[1200], path[300];
+	json_t *j = NULL;
+	int pid;
+
+	(void)state;
+	snprintf(order, sizeof(order), "cls-%d-%d", (int)getpid(), ++seq);
+	snprintf(form, sizeof(form),
+	         "merchant=default&out_trade_no=%s&amount=500&currency=CNY&state=NOTPAY", order);
+	assert_int_equal(sim_post("/_sim/order", form), 0);
+	assert_int_equal(fx_order(&tdb, "default", order, "5.00", "CNY", "PENDING"), 0);
+	snprintf(cmd, sizeof(cmd),
+	         "bin/paycbctl -c %s --actor test order close default %s >>%s/paycbctl.log 2>&1",
+	         conf_path, order, dir);
+	assert_int_equal(system(cmd), 0);
+	assert_true((pid = reconciler_start(conf_path, "recon-close")) > 0);
+	assert_int_equal(harness_wait_i64(&tdb,
+	                                  "SELECT COUNT(*) FROM orders WHERE out_trade_no = ? AND "
+	                                  "status = 'CLOSED' AND channel_closed_at IS NOT NULL",
+	                                  (struct db_in[]){DBI_STR(order)}, 1, 1, WAIT_MS),
+	                 0);
+	assert_int_equal(harness_stop(pid, SIGTERM, 20000), 0);
+	snprintf(path, sizeof(path), "/_sim/ledger?merchant=default&out_trade_no=%s", order);
+	assert_int_equal(sim_get(path, &j), 0);
+	assert_string_equal(json_string_value(json_object_get(j, "state")), "CLOSED");
+	assert_int_equal(json_integer_value(json_object_get(j, "closes")), 1);
+	json_decref(j);
+	assert_int_equal(rows_of("SELECT COUNT(*) FROM audit_log WHERE action = 'order_close' AND "
+	                         "target = CONCAT('order:default|', ?)",
+	                         order),
+	                 1);
+}
+
 static int
 setup(void **state)
 {
@@ -630,6 +665,7 @@ main(void)
 	    cmocka_unit_test(approval_first),
 	    cmocka_unit_test(lost_notification_recovered_by_query),
 	    cmocka_unit_test(forged_query_answer_pays_nothing),
+	    cmocka_unit_test(closed_order_closed_at_channel),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -67,5 +67,7 @@ int ctl_cmd_replay(struct ctl *c, int argc, char **argv);
 
 /* paycbctl_refund.c: `refund approve ID...` (audited). */
 int ctl_cmd_refund(struct ctl *c, int argc, char **argv);
+/* paycbctl_order.c: `order close MERCHANT ORDER...` (audited). */
+int ctl_cmd_order(struct ctl *c, int argc, char **argv);
 
 #endif
