@@ -186,7 +186,7 @@ query_one(struct reconciler *r, const struct qrow *w, struct recon_counts *c)
 		if (recon_alert(r, "notification_lost", w->merchant, w->order, detail) != DB_OK)
 			log_warn(rid, "event=alert_failed kind=notification_lost");
 		log_error(rid,
-		          "level=error event=alert kind=notification_lost merchant=%s order=%s "
+		          "event=alert kind=notification_lost merchant=%s order=%s "
 		          "channel=%s callback=cb%llu",
 		          w->merchant, w->order, channel, id);
 		publish(r, w, channel, id);

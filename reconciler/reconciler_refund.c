@@ -154,7 +154,7 @@ to_state(struct reconciler *r, const struct rrow *w, const char *to, const char 
 		c->failed++;
 	if (failed)
 		log_error(rid(w, id, sizeof(id)),
-		          "level=error event=alert kind=refund_failed merchant=%s order=%s "
+		          "event=alert kind=refund_failed merchant=%s order=%s "
 		          "channel=%s amount=%s code=%s",
 		          w->merchant, w->order, w->channel, w->amount, why);
 	else
