@@ -33,13 +33,15 @@ VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 CFLAGS   += -DPAYCB_VERSION='"$(VERSION)"'
 
 # Programs: directory -> binary name.
-PROG_DIRS := ingest processor retrier tools/migrate tools/paycbctl tools/sim
+PROG_DIRS := ingest processor retrier reconciler tools/migrate tools/paycbctl tools/sim
 bin_name   = $(or $(PROGNAME_$(subst /,_,$(1))),paycb-$(notdir $(1)))
 PROGNAME_tools_paycbctl := paycbctl
 PROGNAME_tools_sim      := paycb-sim
 # Archives a program links besides its own and libcommon: the simulator signs notifications
 # with ingest's signing functions, so they verify through the very code ingest runs.
-PROGLIBS_tools_sim      := $(BUILD)/libingest.a
+PROGLIBS_tools_sim       = $(BUILD)/libingest.a $(LIB_CHAN)
+# The reconciler calls the channels through chan/ (docs/channels.md).
+PROGLIBS_reconciler      = $(LIB_CHAN)
 
 objs_of    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
 libobjs_of = $(filter-out $(BUILD)/$(1)/main.o,$(call objs_of,$(1)))
@@ -106,8 +108,9 @@ bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(L
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON) $(LDLIBS) -lcmocka
 
-$(BUILD)/tools/sim/%.o: CFLAGS += -Iingest
-$(BUILD)/tests/%.o: CFLAGS += -Itests/support -Ichan -Iingest -Iprocessor -Iretrier -Itools/sim -Itools/paycbctl -Itools/migrate
+$(BUILD)/tools/sim/%.o: CFLAGS += -Iingest -Ichan
+$(BUILD)/reconciler/%.o: CFLAGS += -Ichan
+$(BUILD)/tests/%.o: CFLAGS += -Itests/support -Ichan -Iingest -Iprocessor -Iretrier -Ireconciler -Itools/sim -Itools/paycbctl -Itools/migrate
 
 # ---- services and tests -----------------------------------------------------------------
 

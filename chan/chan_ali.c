@@ -234,6 +234,10 @@ chan_ali_query_payment(struct chan_client *c, const struct chan_order_ref *o,
 	}
 	snprintf(p->out_trade_no, sizeof(p->out_trade_no), "%s", o->out_trade_no);
 	memcpy(p->currency, "CNY", 4);
+	if (chan_keep_answer_json(c, node) != 0) {
+		chan_res(r, CHAN_RETRY, "internal", "out of memory");
+		goto done;
+	}
 	rc = chan_res(r, CHAN_OK, "", "trade_status %s", p->status);
 done:
 	json_decref(node);

@@ -174,6 +174,7 @@ chan_client_free(struct chan_client *c)
 		return;
 	chan_http_free(c->http);
 	chan_rate_put(c->rate);
+	free(c->answer);
 	free(c->base_url);
 	free(c);
 }
@@ -198,6 +199,9 @@ chan_query_payment(struct chan_client *c, const struct chan_order_ref *o, struct
 	chan_res_init(r);
 	memset(p, 0, sizeof(*p));
 	p->amount_minor = -1;
+	free(c->answer);
+	c->answer = NULL;
+	c->answer_len = 0;
 	if (o == NULL || !chan_id_ok(o->out_trade_no))
 		return chan_res(r, CHAN_FINAL, "invalid_argument", "bad out_trade_no");
 	return chan_ops_of(c->channel)->query_payment(c, o, p, r);
@@ -360,4 +364,39 @@ chan_json_minor(const json_t *o, const char *path, int64_t *out)
 		return -1;
 	*out = (int64_t)i;
 	return 0;
+}
+
+int
+chan_keep_answer(struct chan_client *c, const void *text, size_t len)
+{
+	char *copy = malloc(len + 1);
+
+	if (copy == NULL)
+		return -1;
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	free(c->answer);
+	c->answer = copy;
+	c->answer_len = len;
+	return 0;
+}
+
+int
+chan_keep_answer_json(struct chan_client *c, const json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	int rc;
+
+	if (s == NULL)
+		return -1;
+	rc = chan_keep_answer(c, s, strlen(s));
+	free(s);
+	return rc;
+}
+
+const char *
+chan_last_answer(const struct chan_client *c, size_t *len)
+{
+	*len = c->answer_len;
+	return c->answer;
 }

@@ -190,6 +190,15 @@ int chan_query_refund(struct chan_client *, const struct chan_refund_ref *, stru
                       struct chan_result *);
 int chan_close(struct chan_client *, const struct chan_order_ref *, struct chan_result *);
 
+/*
+ * The authenticated answer behind the last chan_query_payment that returned CHAN_OK: WeChat
+ * Pay's body exactly as received and verified; for Alipay the verified response node and for
+ * Stripe the PaymentIntent, each serialised again from the parsed answer (the bytes are not
+ * kept there). NULL after any other outcome. Valid until the client's next call; the
+ * reconciler keeps it as the raw body of a payment it recovers by query.
+ */
+const char *chan_last_answer(const struct chan_client *, size_t *len);
+
 /* The Stripe Idempotency-Key of a refund: "paycb-refund-<out_refund_no>". */
 int chan_stripe_refund_key(const char *out_refund_no, char *out, size_t outcap);
 

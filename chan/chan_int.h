@@ -89,7 +89,15 @@ struct chan_client {
 	struct chan_wx_cred wx;
 	struct chan_ali_cred ali;
 	struct chan_stripe_cred stripe;
+	/* The authenticated answer of the last successful payment query (chan_last_answer). */
+	char *answer;
+	size_t answer_len;
 };
+
+/* Keeps a copy of an authenticated answer for chan_last_answer(); -1 when out of memory. */
+int chan_keep_answer(struct chan_client *, const void *text, size_t len);
+/* The same for a verified JSON object, serialised compactly (key order kept). */
+int chan_keep_answer_json(struct chan_client *, const json_t *);
 
 /* The operations of one channel. */
 struct chan_ops {

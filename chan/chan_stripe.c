@@ -210,6 +210,10 @@ chan_stripe_query_payment(struct chan_client *c, const struct chan_order_ref *o,
 			         "the PaymentIntent belongs to another order");
 			goto done;
 		}
+		if (chan_keep_answer_json(c, root) != 0) {
+			chan_res(r, CHAN_RETRY, "internal", "out of memory");
+			goto done;
+		}
 		rc = chan_res(r, CHAN_OK, "", "status %s", p->status);
 		goto done;
 	}
@@ -231,6 +235,10 @@ chan_stripe_query_payment(struct chan_client *c, const struct chan_order_ref *o,
 	if (p->state == CHAN_PAY_NONE) {
 		p->amount_minor = -1;
 		snprintf(p->out_trade_no, sizeof(p->out_trade_no), "%s", o->out_trade_no);
+	}
+	if (chan_keep_answer_json(c, root) != 0) {
+		chan_res(r, CHAN_RETRY, "internal", "out of memory");
+		goto done;
 	}
 	rc = chan_res(r, CHAN_OK, "", "status %s", p->state == CHAN_PAY_NONE ? "none" : p->status);
 done:

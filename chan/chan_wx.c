@@ -207,6 +207,10 @@ chan_wx_query_payment(struct chan_client *c, const struct chan_order_ref *o, str
 		chan_res(r, CHAN_RETRY, "bad_answer", "paid without transaction_id or amount");
 		goto done;
 	}
+	if (chan_keep_answer(c, resp.body, resp.blen) != 0) {
+		chan_res(r, CHAN_RETRY, "internal", "out of memory");
+		goto done;
+	}
 	rc = chan_res(r, CHAN_OK, "", "trade_state %s", p->status);
 done:
 	json_decref(a.json);

@@ -27,7 +27,7 @@ static const struct cfg_setting db_tab[] = {
 	INT("port", "23306", 1, 65535, DB(port), "server port (the local default avoids 3306)"),
 	STR("user", "paycb", DB(user), CFGF_NONEMPTY, 0, "database user"),
 	STR("password_file", NULL, DB(password_file), CFGF_FILE,
-	    PROC_INGEST | PROC_PROCESSOR | PROC_RETRIER | PROC_TOOL | PROC_SIM,
+	    PROC_INGEST | PROC_PROCESSOR | PROC_RETRIER | PROC_TOOL | PROC_SIM | PROC_RECONCILER,
 	    "file holding the database password (never inline)"),
 	STR("name", "paycb", DB(name), CFGF_NONEMPTY, 0, "database (schema) name"),
 	INT("connect_timeout_s", "5", 1, 300, DB(connect_timeout_s), "connect timeout"),
@@ -157,12 +157,46 @@ static const struct cfg_setting retrier_tab[] = {
 	    "topic (paycb_consumer_*); 0 = off"),
 	END};
 
+#define RC(f) offsetof(struct conf_reconciler, f)
+static const struct cfg_setting reconciler_tab[] = {
+	INT("sweep_interval_s", "5", 1, 3600, RC(sweep_interval_s), "time between cycles"),
+	INT("batch", "100", 1, 10000, RC(batch),
+	    "jobs (refunds, orders to query or close) claimed per cycle and kind"),
+	STR("admin_addr", "127.0.0.1", RC(admin_addr), CFGF_NONEMPTY, 0, "address of /metrics"),
+	INT("admin_port", "8484", 0, 65535, RC(admin_port), "its port; 0 = no admin listener"),
+	BOOL("refund_approval", "false", RC(refund_approval),
+	     "true: a refund request is submitted only after `paycbctl refund approve ID`; false: "
+	     "automatically"),
+	{"refund_ladder_s", CFG_INT_LIST, "10 30 60 300 900 1800 3600", 1, 604800,
+	 RC(refund_ladder_s), CFGF_NONEMPTY, 0, NULL, 0, 0,
+	 "wait after the k-th failed or unsettled attempt of a refund or close; past the last step "
+	 "the row is alerted once (refund_stuck) and retried at the last step's interval"},
+	INT("lease_s", "120", 1, 86400, RC(lease_s),
+	    "a claimed job is another reconciler's again after this long (longer than a call's "
+	    "total_timeout_ms)"),
+	{"query_steps_s", CFG_INT_LIST, "300 900 3600 21600 86400", 1, 2592000, RC(query_steps_s),
+	 CFGF_NONEMPTY, 0, NULL, 0, 0,
+	 "a PENDING order is queried at its channels this long after its creation, once per "
+	 "step; after the last step it is left alone"},
+	INT("connect_timeout_ms", "3000", 100, 60000, RC(connect_timeout_ms),
+	    "connect timeout of a channel call"),
+	INT("total_timeout_ms", "15000", 100, 120000, RC(total_timeout_ms),
+	    "whole-call timeout; a call timed out after sending is UNKNOWN and is resolved by a query"),
+	STR("ca_file", "", RC(ca_file), CFGF_FILE, PROC_RECONCILER,
+	    "CA file for the channels' TLS; empty = the system's CA store"),
+	STR("proxy", "", RC(proxy), 0, 0, "HTTP(S) proxy for channel calls; empty = none"),
+	BOOL("allow_http", "false", RC(allow_http),
+	     "allow plain-http base URLs (only for the simulator on loopback)"),
+	INT("rate_per_s", "10", 1, 10000, RC(rate_per_s),
+	    "calls per second per merchant and channel (a token bucket)"),
+	END};
+
 #define WK(f) offsetof(struct conf_wx_key, f)
 static const struct cfg_setting wx_key_tab[] = {
 	STR("serial", "", WK(serial), 0, 0,
 	    "Wechatpay-Serial this key answers to; for a certificate, default its serial; for a "
 	    "public key, its PUB_KEY_ID_..."),
-	STR("file", NULL, WK(file), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST,
+	STR("file", NULL, WK(file), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST | PROC_RECONCILER,
 	    "platform certificate or WeChat Pay public key (PEM)"),
 	END};
 
@@ -187,6 +221,14 @@ static const struct cfg_setting wx_tab[] = {
 	{"keys", CFG_GROUP_LIST, NULL, 0, 0, ME(wxpay.keys) - ME(wxpay), CFGF_NONEMPTY, 0,
 	 wx_key_tab, sizeof(struct conf_wx_key), ME(wxpay.nkeys) - ME(wxpay),
 	 "platform certificates and public keys; several at once for rotation"},
+	STR("merchant_key_file", "", ME(wxpay.merchant_key_file) - ME(wxpay), CFGF_FILE,
+	    PROC_RECONCILER,
+	    "the merchant API private key (apiclient_key.pem) that signs paycb's calls; empty = "
+	    "the reconciler makes no WeChat Pay calls for this merchant"),
+	STR("merchant_serial", "", ME(wxpay.merchant_serial) - ME(wxpay), 0, 0,
+	    "the serial of the merchant API certificate (serial_no in the Authorization header)"),
+	STR("api_base_url", "https://api.mch.weixin.qq.com", ME(wxpay.api_base_url) - ME(wxpay),
+	    CFGF_NONEMPTY, 0, "WeChat Pay API base URL, without a trailing slash"),
 	END};
 static const struct cfg_setting ali_tab[] = {
 	{"app_id", CFG_STR, NULL, 0, 32, ME(alipay.app_id) - ME(alipay), CFGF_NONEMPTY, 0, NULL,
@@ -196,8 +238,15 @@ static const struct cfg_setting ali_tab[] = {
 	 "the merchant's Alipay seller_id (2088...); when set, a notification naming another "
 	 "seller, or none, is unroutable"},
 	{"public_key_files", CFG_STR_LIST, NULL, 0, 0,
-	 ME(alipay.public_key_files) - ME(alipay), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST, NULL, 0,
+	 ME(alipay.public_key_files) - ME(alipay), CFGF_FILE | CFGF_NONEMPTY,
+	 PROC_INGEST | PROC_RECONCILER, NULL, 0,
 	 0, "Alipay public keys or certificates (PEM or bare base64); several for rotation"},
+	STR("app_private_key_file", "", ME(alipay.app_private_key_file) - ME(alipay), CFGF_FILE,
+	    PROC_RECONCILER,
+	    "the app private key that signs paycb's calls; empty = the reconciler makes no "
+	    "Alipay calls for this merchant"),
+	STR("api_base_url", "https://openapi.alipay.com/gateway.do",
+	    ME(alipay.api_base_url) - ME(alipay), CFGF_NONEMPTY, 0, "Alipay OpenAPI gateway URL"),
 	END};
 static const struct cfg_setting stripe_tab[] = {
 	{"secret_files", CFG_STR_LIST, NULL, 0, 0, ME(stripe.secret_files) - ME(stripe),
@@ -239,6 +288,8 @@ const struct cfg_setting conf_table[] = {
 	 "processor daemon"},
 	{"retrier", CFG_GROUP, NULL, 0, 0, O(retrier), 0, 0, retrier_tab, 0, NOFLAG,
 	 "retrier daemon"},
+	{"reconciler", CFG_GROUP, NULL, 0, 0, O(reconciler), 0, 0, reconciler_tab, 0, NOFLAG,
+	 "reconciler daemon: refunds, payment queries, closes at the channels"},
 	{"merchants", CFG_GROUP_LIST, NULL, 0, 0, O(merchants), 0, 0, merchant_tab,
 	 sizeof(struct conf_merchant), O(nmerchants), "merchants and their channel keys"},
 	END};

@@ -14,6 +14,7 @@
 #define PROC_RETRIER   0x04
 #define PROC_TOOL      0x08
 #define PROC_SIM       0x10
+#define PROC_RECONCILER 0x20
 
 struct conf_db {
 	char *host;
@@ -78,6 +79,20 @@ struct conf_retrier {
 	long long lag_interval_s;
 };
 
+struct conf_reconciler {
+	long long sweep_interval_s, batch;
+	char *admin_addr;
+	long long admin_port;
+	int refund_approval;
+	struct cfg_ints refund_ladder_s;
+	long long lease_s;
+	struct cfg_ints query_steps_s;
+	long long connect_timeout_ms, total_timeout_ms;
+	char *ca_file, *proxy;
+	int allow_http;
+	long long rate_per_s;
+};
+
 struct conf_wx_key {
 	char *serial; /* optional for certificates (taken from the cert), required for keys */
 	char *file;
@@ -94,17 +109,24 @@ struct conf_merchant {
 		char *apiv3_key_file;
 		struct conf_wx_key *keys;
 		int nkeys;
+		char *merchant_key_file; /* "" = the reconciler makes no WeChat Pay calls */
+		char *merchant_serial;
+		char *api_base_url;
 	} wxpay;
 	struct {
 		char *app_id;
 		char *seller_id; /* "" = not checked */
 		struct cfg_strs public_key_files;
+		char *app_private_key_file; /* "" = the reconciler makes no Alipay calls */
+		char *api_base_url;
 	} alipay;
 	struct {
 		struct cfg_strs secret_files;
 		char *order_metadata_key;
 		struct cfg_strs connect_accounts; /* Connect accounts whose events are applied */
 		int test_mode;                    /* apply livemode:false events */
+		char *api_key_file; /* "" = the reconciler makes no Stripe calls */
+		char *api_base_url;
 	} stripe;
 };
 
@@ -117,6 +139,7 @@ struct conf {
 	struct conf_ingest ingest;
 	struct conf_processor processor;
 	struct conf_retrier retrier;
+	struct conf_reconciler reconciler;
 	struct conf_merchant *merchants;
 	int nmerchants;
 };

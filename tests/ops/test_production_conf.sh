@@ -143,6 +143,7 @@ for f in "$S"/ingest-*.conf; do
 done
 for f in "$S"/processor-*.conf; do admin+=("$(conf_value processor admin_port "$f")"); done
 admin+=("$(cv retrier admin_port)")
+admin+=("$(cv reconciler admin_port)")
 all=$(printf '%s\n' "${listen[@]}" "${admin[@]}" | sort)
 check "every listener of the host has a port of its own (${listen[*]} ${admin[*]})" \
 	test "$(uniq <<<"$all" | wc -l)" -eq "$(wc -l <<<"$all")"

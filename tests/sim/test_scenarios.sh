@@ -88,10 +88,15 @@ check "keys: generated with a configuration (exit $rc)" test "$rc" -eq 0
 ((rc == 0)) || diag "$OUT"
 check "keys: the daemons accept the configuration" bash -c "bin/paycb-ingest -n -c '$CONF' >/dev/null"
 check "keys: private keys are 0600" \
-	test "$(stat -c %a "$T"/keys/*/wx_platform_key.pem "$T"/keys/*/wx_pubkey_key.pem "$T"/keys/*/alipay_key.pem | sort -u)" = 600
+	test "$(stat -c %a "$T"/keys/*/wx_platform_key.pem "$T"/keys/*/wx_pubkey_key.pem "$T"/keys/*/alipay_key.pem "$T"/keys/*/wx_merchant_key.pem | sort -u)" = 600
 check "keys: shared secrets are 0600" \
 	test "$(stat -c %a "$T"/keys/*/wx_apiv3_key "$T"/keys/*/stripe_whsec_* | sort -u)" = 600
-check "keys: the configuration names no private key" bash -c "! grep -q '_key.pem' '$CONF'"
+# The channels' private keys stay with the simulator; the one private key paycb's
+# configuration names is paycb's own, the merchant API key its reconciler signs calls with.
+check "keys: the configuration names no channel's private key" \
+	bash -c "! grep '_key.pem' '$CONF' | grep -qv 'merchant_key_file = .*/wx_merchant_key.pem'"
+check "keys: the configuration names the merchant API key for the reconciler" \
+	grep -q 'merchant_key_file = .*/wx_merchant_key.pem' "$CONF"
 check "keys: two merchants with all three channels" \
 	test "$(grep -c 'public_key_files\|secret_files\|apiv3_key_file' "$CONF")" -eq 6
 

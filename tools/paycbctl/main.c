@@ -8,6 +8,8 @@
  *   paycbctl [-c FILE] unroutable [--since T] [--limit N]
  *   paycbctl [-c FILE] [--actor NAME] replay [--dry-run] ID...
  *   paycbctl [-c FILE] [--actor NAME] replay --all --from T --to T [--dry-run]
+ *   paycbctl [-c FILE] [--actor NAME] refund approve ID...
+ *   paycbctl [-c FILE] [--actor NAME] order close MERCHANT ORDER...
  *
  * It reads the daemons' configuration file and reports configuration errors like them (exit
  * 78). Exit codes are listed in paycbctl.h.
@@ -38,7 +40,11 @@ usage(FILE *fp)
 	    "                                authentic notifications kept, not applied\n"
 	    "  replay [--dry-run] ID...      reset dead rows and publish them on the first\n"
 	    "                                retry step's topic (audited)\n"
-	    "  replay --all --from T --to T [--dry-run]\n\n"
+	    "  replay --all --from T --to T [--dry-run]\n"
+	    "  refund approve ID...          let the reconciler submit these refund requests\n"
+	    "                                (reconciler.refund_approval; audited)\n"
+	    "  order close MERCHANT ORDER... close PENDING orders; the reconciler closes them\n"
+	    "                                at the channels (audited)\n\n"
 	    "ID: cb42 or 42 (payment log), rf7 (refund log). T: UTC 'YYYY-MM-DD[ HH:MM[:SS]]',\n"
 	    "or an age such as 30m, 2h, 7d. -c FILE defaults to $PAYCB_CONF or\n"
 	    "/etc/paycb/paycb.conf; --actor defaults to $SUDO_USER, then $USER.\n"
@@ -87,7 +93,8 @@ main(int argc, char **argv)
 	}
 	cmd = argv[optind];
 	if (strcmp(cmd, "list") && strcmp(cmd, "show") && strcmp(cmd, "dead") &&
-	    strcmp(cmd, "unroutable") && strcmp(cmd, "replay")) {
+	    strcmp(cmd, "unroutable") && strcmp(cmd, "replay") && strcmp(cmd, "refund") &&
+	    strcmp(cmd, "order")) {
 		fprintf(stderr, "paycbctl: unknown command '%s'\n", cmd);
 		usage(stderr);
 		return EXIT_USAGE;
@@ -118,6 +125,10 @@ main(int argc, char **argv)
 		rc = ctl_cmd_dead(&c, argc, argv);
 	else if (strcmp(cmd, "unroutable") == 0)
 		rc = ctl_cmd_unroutable(&c, argc, argv);
+	else if (strcmp(cmd, "refund") == 0)
+		rc = ctl_cmd_refund(&c, argc, argv);
+	else if (strcmp(cmd, "order") == 0)
+		rc = ctl_cmd_order(&c, argc, argv);
 	else
 		rc = ctl_cmd_replay(&c, argc, argv);
 	if (c.kp) {

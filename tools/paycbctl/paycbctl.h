@@ -65,4 +65,9 @@ int ctl_cmd_show(struct ctl *c, int argc, char **argv);
 /* paycbctl_replay.c */
 int ctl_cmd_replay(struct ctl *c, int argc, char **argv);
 
+/* paycbctl_refund.c: `refund approve ID...` (audited). */
+int ctl_cmd_refund(struct ctl *c, int argc, char **argv);
+/* paycbctl_order.c: `order close MERCHANT ORDER...` (audited). */
+int ctl_cmd_order(struct ctl *c, int argc, char **argv);
+
 #endif

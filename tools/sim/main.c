@@ -42,7 +42,8 @@ usage(FILE *fp)
 	        "        [--report FILE]\n"
 	        "  dbceiling -c CONF [--shape reserve|process] [--concurrency C] [--count N]\n"
 	        "  drain -c CONF (--mark | --after-id ID --count N) [--wait S]\n"
-	        "  junk -c CONF [--concurrency C] [--seconds S] [--report FILE]\n\n"
+	        "  junk -c CONF [--concurrency C] [--seconds S] [--report FILE]\n"
+	        "  api -c CONF --port P [--keys DIR]   (the channel API side, WeChat Pay)\n\n"
 	        "scenarios:");
 	for (int i = 0; sim_scenarios[i] != NULL; i++)
 		fprintf(fp, " %s", sim_scenarios[i]);
@@ -308,6 +309,8 @@ main(int argc, char **argv)
 		return sim_dbceiling_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "drain") == 0)
 		return sim_drain_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "api") == 0)
+		return sim_api_main(argc - 1, argv + 1);
 	usage(stderr);
 	return EXIT_USAGE;
 }

@@ -59,6 +59,11 @@ struct sim_mfiles {
 	char wx_cert[SIM_PATH], wx_pub[SIM_PATH], wx_pubkey_id[64], apiv3[SIM_PATH];
 	char ali_pub[SIM_PATH];
 	char stripe[2][SIM_PATH]; /* [0] the older secret, [1] the newer one */
+	/* The merchant API key paycb signs its WeChat Pay calls with, and its serial. */
+	char wx_merchant_key[SIM_PATH], wx_merchant_serial[48];
+	/* When set, the WeChat Pay API base URL written into the configuration (the
+	 * simulator's channel API, `paycb-sim api`). */
+	char wx_api_base[SIM_PATH];
 };
 
 /*
@@ -73,6 +78,7 @@ int sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles 
 #define SIM_WX_CERT_KEY "wx_platform_key.pem"
 #define SIM_WX_PUB_KEY  "wx_pubkey_key.pem"
 #define SIM_ALI_KEY     "alipay_key.pem"
+#define SIM_WX_MCH_KEY  "wx_merchant_key.pem"
 
 /* ---- sim_conf.c ------------------------------------------------------------------------ */
 
@@ -481,5 +487,14 @@ int sim_drain_main(int argc, char **argv);
 
 /* The report file: key=value lines for tools/bench.sh. */
 int sim_report_kv(const char *path, const char *prefix, const char *key, long long v);
+
+/* ---- sim_api.c -------------------------------------------------------------------------- */
+
+/*
+ * `paycb-sim api`: serves the WeChat Pay APIv3 calls paycb-reconciler makes (query an order,
+ * refund, query a refund, close) on loopback HTTP, verifying every request's signature and
+ * signing every answer, with one ledger per order and injectable faults (docs/simulator.md).
+ */
+int sim_api_main(int argc, char **argv);
 
 #endif

@@ -153,6 +153,14 @@ add_merchant(config_setting_t *list, const struct sim_mfiles *f)
 	    (k = config_setting_add(keys, NULL, CONFIG_TYPE_GROUP)) == NULL ||
 	    add_str(k, "serial", f->wx_pubkey_id) == NULL || add_str(k, "file", f->wx_pub) == NULL)
 		return -1;
+	/* The merchant's API key, for paycb-reconciler's calls (files made by older versions
+	 * of `keys` have none). */
+	if (f->wx_merchant_key[0] != '\0' &&
+	    (add_str(g, "merchant_key_file", f->wx_merchant_key) == NULL ||
+	     add_str(g, "merchant_serial", f->wx_merchant_serial) == NULL))
+		return -1;
+	if (f->wx_api_base[0] != '\0' && add_str(g, "api_base_url", f->wx_api_base) == NULL)
+		return -1;
 	if ((g = config_setting_add(m, "alipay", CONFIG_TYPE_GROUP)) == NULL ||
 	    add_str(g, "app_id", f->app_id) == NULL ||
 	    (a = config_setting_add(g, "public_key_files", CONFIG_TYPE_ARRAY)) == NULL ||

@@ -219,6 +219,13 @@ sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, 
 	    write_pubkey(f->ali_pub, ali) != 0)
 		goto done;
 
+	what = "WeChat Pay merchant API key";
+	snprintf(f->wx_merchant_key, sizeof(f->wx_merchant_key), "%s/%s", mdir, SIM_WX_MCH_KEY);
+	EVP_PKEY_free(wxpub);
+	if ((wxpub = EVP_RSA_gen(2048)) == NULL || write_privkey(f->wx_merchant_key, wxpub) != 0 ||
+	    random_text(f->wx_merchant_serial, 40, "0123456789ABCDEF") != 0)
+		goto done;
+
 	what = "Stripe endpoint secret";
 	for (int i = 0; i < 2; i++) {
 		memcpy(secret, "whsec_", 6);

@@ -1,0 +1,23 @@
+/*
+ * paycb-reconciler - submits paycb's refunds exactly once, recovers payments whose
+ * notification never came by querying the channels, and closes merchants' closed orders at
+ * the channels (docs/reconciler.md). Configuration: the reconciler section and the
+ * merchants' API keys in paycb.conf. Any number of instances may run.
+ */
+#include "daemon.h"
+#include "reconciler.h"
+
+static const struct daemon_ops reconciler_ops = {
+    .name = "paycb-reconciler",
+    .summary = "the outbound side: refunds, payment queries, closes at the channels",
+    .proc = PROC_RECONCILER,
+    .init = recon_d_init,
+    .loop = recon_d_loop,
+    .drain = recon_d_drain,
+};
+
+int
+main(int argc, char **argv)
+{
+	return daemon_main(argc, argv, &reconciler_ops);
+}

@@ -1,0 +1,204 @@
+/*
+ * reconciler_clients - one chan_client per merchant and channel, built from the merchants'
+ * API credentials in paycb.conf (wxpay.merchant_key_file and merchant_serial, alipay.
+ * app_private_key_file, stripe.api_key_file) and the public keys ingest already uses to
+ * verify notifications (WeChat Pay platform keys, Alipay public keys), which here verify the
+ * channels' answers. A channel without API credentials has no client: the reconciler makes
+ * no calls there. Also counts every call in the metrics.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "reconciler.h"
+#include "sig.h"
+
+static int
+load_wx(struct recon_merchant *m, char *err, size_t errlen)
+{
+	const struct conf_merchant *cm = m->cm;
+
+	if (sig_load_privkey_file(cm->wxpay.merchant_key_file, &m->wx_key, err, errlen) != 0)
+		return -1;
+	for (int i = 0; i < cm->wxpay.nkeys && m->nwx_platform < 8; i++) {
+		char serial[80] = "";
+		EVP_PKEY *k = NULL;
+
+		if (sig_load_pubkey_file_serial(cm->wxpay.keys[i].file, &k, serial, sizeof(serial),
+		                                err, errlen) != 0)
+			return -1;
+		snprintf(m->wx_serials[m->nwx_platform], sizeof(m->wx_serials[0]), "%s",
+		         cm->wxpay.keys[i].serial[0] != '\0' ? cm->wxpay.keys[i].serial : serial);
+		m->wx_platform[m->nwx_platform].id = m->wx_serials[m->nwx_platform];
+		m->wx_platform[m->nwx_platform++].pkey = k;
+	}
+	return 0;
+}
+
+static int
+load_ali(struct recon_merchant *m, char *err, size_t errlen)
+{
+	const struct conf_merchant *cm = m->cm;
+
+	if (sig_load_privkey_file(cm->alipay.app_private_key_file, &m->ali_key, err, errlen) != 0)
+		return -1;
+	for (int i = 0; i < cm->alipay.public_key_files.n && m->nali_pub < 8; i++)
+		if (sig_load_pubkey_file(cm->alipay.public_key_files.v[i],
+		                         &m->ali_pub[m->nali_pub++], err, errlen) != 0)
+			return -1;
+	return 0;
+}
+
+static int
+load_stripe(struct recon_merchant *m, char *err, size_t errlen)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
+
+	if (sig_read_file(m->cm->stripe.api_key_file, 4096, &buf, &len, err, errlen) != 0)
+		return -1;
+	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+		buf[--len] = '\0';
+	m->stripe_key = (char *)buf;
+	return 0;
+}
+
+/* set - a string setting that is present and not empty (an empty file setting may be NULL). */
+static int
+set(const char *s)
+{
+	return s != NULL && s[0] != '\0';
+}
+
+/* client_for - the client of one merchant on one channel, its credentials loaded. */
+static int
+client_for(const struct conf *cf, struct recon_merchant *m, enum chan_id ch, char *err,
+           size_t errlen)
+{
+	const struct conf_merchant *cm = m->cm;
+	struct chan_client_conf cc = {
+	    .channel = ch,
+	    .merchant_id = cm->id,
+	    .ca_file = set(cf->reconciler.ca_file) ? cf->reconciler.ca_file : NULL,
+	    .proxy = set(cf->reconciler.proxy) ? cf->reconciler.proxy : NULL,
+	    .connect_timeout_ms = cf->reconciler.connect_timeout_ms,
+	    .total_timeout_ms = cf->reconciler.total_timeout_ms,
+	    .allow_http = cf->reconciler.allow_http,
+	    .rate_per_s = (double)cf->reconciler.rate_per_s,
+	};
+	char e2[256];
+
+	switch (ch) {
+	case CHAN_WXPAY:
+		if (load_wx(m, err, errlen) != 0)
+			return -1;
+		cc.base_url = cm->wxpay.api_base_url;
+		cc.wx = (struct chan_wx_cred){cm->wxpay.mchid,           m->wx_key,
+		                              cm->wxpay.merchant_serial, m->wx_platform,
+		                              m->nwx_platform,           0};
+		break;
+	case CHAN_ALIPAY:
+		if (load_ali(m, err, errlen) != 0)
+			return -1;
+		cc.base_url = cm->alipay.api_base_url;
+		cc.ali =
+		    (struct chan_ali_cred){cm->alipay.app_id, m->ali_key, m->ali_pub, m->nali_pub};
+		break;
+	case CHAN_STRIPE:
+		if (load_stripe(m, err, errlen) != 0)
+			return -1;
+		cc.base_url = cm->stripe.api_base_url;
+		cc.stripe =
+		    (struct chan_stripe_cred){m->stripe_key, NULL, cm->stripe.order_metadata_key};
+		break;
+	}
+	if (chan_client_new(&cc, &m->cl[ch - 1], e2, sizeof(e2)) != 0) {
+		snprintf(err, errlen, "merchant %s %s client: %s", cm->id, chan_id_name(ch), e2);
+		return -1;
+	}
+	return 0;
+}
+
+int
+recon_clients_open(struct reconciler *r, char *err, size_t errlen)
+{
+	const struct conf *cf = r->cf;
+
+	if ((r->m = calloc((size_t)cf->nmerchants + 1, sizeof(*r->m))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	r->nm = cf->nmerchants;
+	for (int i = 0; i < cf->nmerchants; i++) {
+		const struct conf_merchant *cm = &cf->merchants[i];
+		struct recon_merchant *m = &r->m[i];
+
+		m->cm = cm;
+		if (cm->has_wxpay && set(cm->wxpay.merchant_key_file) &&
+		    client_for(cf, m, CHAN_WXPAY, err, errlen) != 0)
+			return -1;
+		if (cm->has_alipay && set(cm->alipay.app_private_key_file) &&
+		    client_for(cf, m, CHAN_ALIPAY, err, errlen) != 0)
+			return -1;
+		if (cm->has_stripe && set(cm->stripe.api_key_file) &&
+		    client_for(cf, m, CHAN_STRIPE, err, errlen) != 0)
+			return -1;
+		log_info(NULL, "event=merchant_clients merchant=%s wxpay=%d alipay=%d stripe=%d",
+		         cm->id, m->cl[0] != NULL, m->cl[1] != NULL, m->cl[2] != NULL);
+	}
+	return 0;
+}
+
+void
+recon_clients_close(struct reconciler *r)
+{
+	for (int i = 0; i < r->nm; i++) {
+		struct recon_merchant *m = &r->m[i];
+
+		for (int c = 0; c < RECON_NCH; c++)
+			chan_client_free(m->cl[c]);
+		EVP_PKEY_free(m->wx_key);
+		EVP_PKEY_free(m->ali_key);
+		for (int k = 0; k < m->nwx_platform; k++)
+			EVP_PKEY_free(m->wx_platform[k].pkey);
+		for (int k = 0; k < m->nali_pub; k++)
+			EVP_PKEY_free(m->ali_pub[k]);
+		if (m->stripe_key != NULL) {
+			OPENSSL_cleanse(m->stripe_key, strlen(m->stripe_key));
+			free(m->stripe_key);
+		}
+	}
+	free(r->m);
+	r->m = NULL;
+	r->nm = 0;
+}
+
+struct chan_client *
+recon_client(struct reconciler *r, const char *merchant, const char *channel)
+{
+	for (int i = 0; i < r->nm; i++) {
+		if (strcmp(r->m[i].cm->id, merchant) != 0)
+			continue;
+		for (int c = 0; c < RECON_NCH; c++)
+			if (strcmp(chan_id_name((enum chan_id)(c + 1)), channel) == 0)
+				return r->m[i].cl[c];
+	}
+	return NULL;
+}
+
+void
+recon_count_call(enum chan_id ch, enum recon_ep ep, const struct chan_result *res, long long us)
+{
+	int c = (int)ch - 1;
+
+	if (c < 0 || c >= RECON_NCH || (int)res->outcome < 0 || (int)res->outcome > 4)
+		return;
+	metrics_inc(recon_mx.calls[c][ep][res->outcome], 1);
+	metrics_observe_us(recon_mx.latency[c][ep], us);
+	if (res->outcome == CHAN_FORGED)
+		metrics_inc(recon_mx.forged, 1);
+}
