@@ -9,7 +9,7 @@
  * When V1 fails and the notification carries sign_type=RSA2, the "V2" string (sign_type
  * kept) is tried as well: some Alipay notify families (servicemarket_order_notify) are signed
  * that way, and the vectors' README expects them to verify. Node's re-insertion of a missing
- * sign_type is not copied. See shared/notes/channel-specs.md section 2.
+ * sign_type is not copied. See docs/specs/channel-specs.md section 2.
  */
 #include "ingest_notify.h"
 

@@ -8,7 +8,7 @@
  * official SDKs the signature is checked first, then the age: older than the tolerance is
  * rejected (300 s old passes, 301 s fails) and timestamps in the future are not. v1 hex is
  * decoded before comparing, as stripe-go does, so upper-case hex is accepted. See
- * shared/notes/channel-specs.md section 3.
+ * docs/specs/channel-specs.md section 3.
  */
 #include "ingest_notify.h"
 

@@ -6,7 +6,7 @@
  * injected clock (|now - ts| >= tolerance is rejected, past or future, as wechatpay-go does),
  * the key by Wechatpay-Serial, SHA256withRSA over "ts\nnonce\nbody\n" on the raw body bytes,
  * and only then JSON parsing, AEAD_AES_256_GCM decryption of the resource and parsing of the
- * plaintext. See shared/notes/channel-specs.md section 1.
+ * plaintext. See docs/specs/channel-specs.md section 1.
  */
 #include "ingest_notify.h"
 

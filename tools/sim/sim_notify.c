@@ -5,7 +5,7 @@
  * payment_intent.succeeded, refund.created, charge.refunded and a refund's failure
  * (refund.failed, refund.updated, charge.refund.updated), live-mode events, a Connect
  * account's event and a Dashboard refund without metadata, with the fields the channels document
- * (shared/notes/channel-specs.md), signed by ingest's own signers (ingest_notify.h) so they
+ * (docs/specs/channel-specs.md), signed by ingest's own signers (ingest_notify.h) so they
  * verify through exactly the code real traffic meets.
  *
  * A notification is signed once and re-sent byte for byte, as Alipay re-sends one notify_id.
