@@ -127,8 +127,9 @@ static const struct cfg_setting processor_tab[] = {
 	INT("db_outage_max_s", "300", 1, 86400, PR(db_outage_max_s),
 	    "how long to wait for the database before draining and exiting non-zero"),
 	INT("order_wait_s", "300", 0, 86400, PR(order_wait_s),
-	    "how long a callback is deferred, not failed, while an earlier callback of its order "
-	    "has not had its first attempt (per-order order across partitions); 0 = off"),
+	    "how long a callback's first attempt is deferred, not failed, while an earlier "
+	    "callback of its order is still pending (per-order order across partitions and "
+	    "retries); 0 = off"),
 	INT("relay_linger_ms", "50", 0, 1000, PR(relay_linger_ms),
 	    "how long the outbox relay lets events gather before it publishes them; a publish "
 	    "costs the broker a produce request per partition, more than the events in it"),

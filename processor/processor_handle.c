@@ -26,7 +26,11 @@
 /*
  * The unlocked look at the row before its transaction: its status and retry count and, for
  * the per-order ordering guard, how many callbacks of the same order that came in earlier
- * are still pending and never attempted, and how long ago this row came in. "Earlier" is
+ * are still pending, and how long ago this row came in. An earlier callback counts whether
+ * or not it was attempted: one that failed and waits on the backoff ladder must still come
+ * first, or a second payment of an order overtakes the first and becomes the order's
+ * payment, and a refund the channel made of that second payment then refunds the order
+ * instead of settling the duplicate. "Earlier" is
  * by reception time, ties broken by id within a log and never across the logs, so it is a
  * strict order and two callbacks can never wait for each other. Both subqueries are held
  * to idx_order: left to itself the optimizer adds a rowid filter from idx_retry, which
@@ -37,11 +41,10 @@
 	"SELECT c.status, c.retry_count, "                                                         \
 	"(SELECT COUNT(*) FROM " T " e FORCE INDEX (idx_order) WHERE "                             \
 	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"e.retry_count = 0 AND "                                                                   \
 	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id))) + "       \
 	"(SELECT COUNT(*) FROM " OTHER " e FORCE INDEX (idx_order) WHERE "                         \
 	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"e.retry_count = 0 AND e.created_at < c.created_at), "                                     \
+	"e.created_at < c.created_at), "                                                           \
 	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000, c.merchant_id, "               \
 	"c.out_trade_no FROM " T " c WHERE c.id = ?"
 static const char *const SQL_PRECHECK[2] = {
@@ -106,13 +109,15 @@ proc_precheck(struct proc_worker *w, const struct msg_callback *m, struct preche
  * partition, so they normally arrive here in the order they came in. After partitions are
  * added to the topic, a later callback of an order can be published on a new partition
  * while an earlier one still waits in the backlog of the old one; a channel's re-push
- * through another ingest, or a first publish that was lost, can do the same. Such a first
+ * through another ingest, or a first publish that was lost, can do the same; so can an
+ * earlier callback whose attempt failed and that waits on the backoff ladder. Such a first
  * attempt is deferred rather than run: the row comes due again in a second and the
  * retrier publishes it again on the main topic, while its partition goes on flowing (a
  * hold would block the earlier callback when it sits behind this one in the same
  * partition). Nothing is counted as a failure. After processor.order_wait_s the callback
- * goes ahead anyway: the state machine is correct in any order, only the order of effects
- * would differ. Returns 1 when deferred, 0 to go on, -1 on database error.
+ * goes ahead anyway: the state machine is consistent in any order, but the order of effects
+ * differs, and of two payments of one order the first applied is the order's payment.
+ * Returns 1 when deferred, 0 to go on, -1 on database error.
  */
 static int
 proc_defer(struct proc_worker *w, const struct msg_callback *m, const struct precheck *pc,

@@ -843,6 +843,7 @@ want_of(enum kind k, struct want *w)
 /* What one order holds. */
 struct facts {
 	char status[16];
+	char trade[129]; /* the payment the order recorded */
 	long long refunded;
 	int ship, points, refund, refunded_ev, reversed;
 	long long net; /* order.refund amounts less order.refund_reversed amounts */
@@ -890,20 +891,23 @@ on_event_type(void *arg, struct db_out *o)
 static void
 order_facts(struct db *db, const char *order, const char *rr_status, struct facts *f)
 {
-	char st[16] = "", amount[48] = "0.00", type[48], sum[48];
+	char st[16] = "", amount[48] = "0.00", trade[129] = "", type[48], sum[48];
 	struct db_in in[1] = {DBI_STR(order)};
-	struct db_out oo[2] = {DBO_STR(st, sizeof(st)), DBO_STR(amount, sizeof(amount))};
+	struct db_out oo[3] = {DBO_STR(st, sizeof(st)), DBO_STR(amount, sizeof(amount)),
+			       DBO_STR(trade, sizeof(trade))};
 	struct db_out eo[3] = {DBO_STR(type, sizeof(type)), DBO_I64(), DBO_STR(sum, sizeof(sum))};
 	struct db_out ro[2] = {DBO_STR(st, sizeof(st)), DBO_I64()};
 	unsigned long long n = 0;
 
 	memset(f, 0, sizeof(*f));
 	assert_int_equal(db_query(db,
-	                          "SELECT CAST(status AS CHAR), CAST(refunded_amount AS CHAR) FROM "
-	                          "orders WHERE merchant_id = 'default' AND out_trade_no = ?",
-	                          in, 1, oo, 2, NULL, NULL, &n),
+	                          "SELECT CAST(status AS CHAR), CAST(refunded_amount AS CHAR), "
+	                          "IFNULL(channel_trade_no, '') FROM orders WHERE "
+	                          "merchant_id = 'default' AND out_trade_no = ?",
+	                          in, 1, oo, 3, NULL, NULL, &n),
 	                 DB_OK);
 	snprintf(f->status, sizeof(f->status), "%s", n ? st : "missing");
+	snprintf(f->trade, sizeof(f->trade), "%s", n ? trade : "");
 	f->refunded = minor(f, amount);
 	assert_int_equal(
 	    db_query(db,
@@ -971,7 +975,7 @@ note_has_row(struct db *db, const struct job *j, int w)
 static void
 invariants_hold_when_quiet(void **state)
 {
-	long long lost = 0, doubled = 0, wrong = 0, unsent = 0, processed, dead;
+	long long lost = 0, doubled = 0, wrong = 0, unsent = 0, swapped = 0, processed, dead;
 	struct db db;
 
 	(void)state;
@@ -1000,6 +1004,18 @@ invariants_hold_when_quiet(void **state)
 			continue;
 		want_of(j->kind, &w);
 		order_facts(&db, j->order, w.rr_status, &f);
+		/*
+		 * Of two payments the first applied is the order's payment. The ordering guard
+		 * keeps that the first received, but when both failed (the database away) their
+		 * retries can meet in either order. Then the channel's refund of the second
+		 * payment is a refund of the order's own payment: the order is refunded and the
+		 * first payment is the duplicate, waiting for its refund.
+		 */
+		if (j->kind == K_TWICE_REFUND && strcmp(f.trade, j->trade[1]) == 0) {
+			w = (struct want){"REFUNDED", 1000, 1, 1, 1, 1, 1, 0, 1, "REQUESTED"};
+			order_facts(&db, j->order, w.rr_status, &f);
+			swapped++;
+		}
 		/* An effect applied more than once. */
 		long long twice =
 		    (f.ship > 1 ? f.ship - 1 : 0) + (f.points > 1 ? f.points - 1 : 0) +
@@ -1033,10 +1049,10 @@ invariants_hold_when_quiet(void **state)
 		printf(" %s=%d", fault_names[f], faults[f]);
 	printf("\n# jobs=%d not_sent=%lld sent=%d acknowledged=%d processed=%lld "
 	       "dead_lettered=%lld forged_refused=%d pending=%lld lost=%lld doubled=%lld "
-	       "wrong=%lld\n",
+	       "wrong=%lld second_payment_first=%lld\n",
 	       njobs, unsent, atomic_load(&sent), atomic_load(&acked), processed, dead,
 	       atomic_load(&refused_forged), q(&db, "pay_callback_log WHERE status = 0"), lost,
-	       doubled, wrong);
+	       doubled, wrong, swapped);
 	assert_int_equal(lost, 0);
 	assert_int_equal(doubled, 0);
 	assert_int_equal(wrong, 0);
