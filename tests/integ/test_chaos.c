@@ -51,6 +51,7 @@
 #include "chan.h"
 #include "fixtures.h"
 #include "harness.h"
+#include "topics.h"
 #include "kq.h"
 #include "ladder.h"
 #include "money.h"
@@ -361,44 +362,6 @@ wall_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* delete_topic - deletes topic (the broker's auto-create is off: it stays missing). */
-static int
-delete_topic(const char *topic)
-{
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-	rd_kafka_queue_t *q = NULL;
-	rd_kafka_event_t *ev = NULL;
-	char err[256];
-	rd_kafka_t *rk = NULL;
-	int rc = -1;
-
-	if (kq_conf_common(c, &cf.kafka, err, sizeof(err)) != 0 ||
-	    (rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err))) == NULL) {
-		rd_kafka_conf_destroy(c);
-		goto done;
-	}
-	q = rd_kafka_queue_new(rk);
-	rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-	if ((ev = rd_kafka_queue_poll(q, 30000)) != NULL && rd_kafka_event_error(ev) == 0) {
-		const rd_kafka_DeleteTopics_result_t *res = rd_kafka_event_DeleteTopics_result(ev);
-		size_t n = 0;
-		const rd_kafka_topic_result_t **tr = rd_kafka_DeleteTopics_result_topics(res, &n);
-
-		rc = n == 1 && rd_kafka_topic_result_error(tr[0]) == 0 ? 0 : -1;
-	}
-done:
-	if (ev)
-		rd_kafka_event_destroy(ev);
-	rd_kafka_DeleteTopic_destroy(dt);
-	if (q)
-		rd_kafka_queue_destroy(q);
-	if (rk)
-		rd_kafka_destroy(rk);
-	if (rc != 0)
-		printf("# cannot delete %s\n", topic);
-	return rc;
-}
 
 /* create_topic - creates topic again; right after a deletion the broker refuses the name
  * for a moment, so it tries until it may. */
@@ -426,7 +389,7 @@ topic_gone(const char *suffix, int partitions)
 	char topic[256];
 
 	conf_topic(&cf, suffix, topic, sizeof(topic));
-	if (delete_topic(topic) != 0) {
+	if (topics_delete(&cf.kafka, (const char *const[]){topic}, 1, 30000) != 0) {
 		atomic_fetch_add(&fault_errors, 1);
 		return;
 	}

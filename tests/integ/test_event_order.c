@@ -23,6 +23,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "topics.h"
 #include "kq.h"
 #include "retrier.h"
 
@@ -43,28 +44,6 @@ wait_log(const char *file, const char *needle, long long n, long long timeout_ms
 	return harness_wait_until(fx_log_has, &w, timeout_ms);
 }
 
-static void
-delete_topic(const char *topic)
-{
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-	rd_kafka_queue_t *q;
-	rd_kafka_event_t *ev;
-	char err[256];
-	rd_kafka_t *rk;
-
-	assert_int_equal(kq_conf_common(c, &cf.kafka, err, sizeof(err)), 0);
-	assert_non_null(rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err)));
-	q = rd_kafka_queue_new(rk);
-	rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-	ev = rd_kafka_queue_poll(q, 30000);
-	assert_non_null(ev);
-	assert_int_equal(rd_kafka_event_error(ev), 0);
-	rd_kafka_event_destroy(ev);
-	rd_kafka_DeleteTopic_destroy(dt);
-	rd_kafka_queue_destroy(q);
-	rd_kafka_destroy(rk);
-}
 
 static int
 try_create_topic(void *arg)
@@ -137,7 +116,7 @@ relay_loss_does_not_reorder_an_orders_events(void **state)
 	assert_true(a > 0 && b > 0);
 
 	/* The payment is applied while its events cannot be published: the relay loses them. */
-	delete_topic(topic);
+	assert_int_equal(topics_delete(&cf.kafka, (const char *const[]){topic}, 1, 30000), 0);
 	assert_int_equal(
 	    fx_publish(pub, NULL, 0, a, M, "wxpay", "O-ord8", 1, RD_KAFKA_PARTITION_UA, NULL), 0);
 	assert_int_equal(fx_wait_row(&db, 0, a, 1, WAIT_MS), 0);

@@ -28,6 +28,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "topics.h"
 #include "httpc.h"
 #include "kq.h"
 #include "ladder.h"
@@ -209,29 +210,6 @@ future_stamped_message_holds_its_partition_one_step_at_most(void **state)
 	assert_int_equal(fx_wait_row(&db, 0, skewed, 1, 12000), 0);
 }
 
-/* delete_topic - removes topic from the broker (auto-create is off on the local broker). */
-static void
-delete_topic(const char *topic)
-{
-	rd_kafka_conf_t *c = rd_kafka_conf_new();
-	rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-	rd_kafka_queue_t *q;
-	rd_kafka_event_t *ev;
-	char err[256];
-	rd_kafka_t *rk;
-
-	assert_int_equal(kq_conf_common(c, &cf.kafka, err, sizeof(err)), 0);
-	assert_non_null(rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof(err)));
-	q = rd_kafka_queue_new(rk);
-	rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
-	ev = rd_kafka_queue_poll(q, 30000);
-	assert_non_null(ev);
-	assert_int_equal(rd_kafka_event_error(ev), 0);
-	rd_kafka_event_destroy(ev);
-	rd_kafka_DeleteTopic_destroy(dt);
-	rd_kafka_queue_destroy(q);
-	rd_kafka_destroy(rk);
-}
 
 static int
 try_create_topic(void *arg)
@@ -281,7 +259,7 @@ missing_dead_letter_topic_does_not_stop_the_partition(void **state)
 
 	(void)state;
 	conf_topic(&cf, "callbacks.dlq", dlq, sizeof(dlq));
-	delete_topic(dlq);
+	assert_int_equal(topics_delete(&cf.kafka, (const char *const[]){dlq}, 1, 30000), 0);
 	assert_int_equal(fx_order(&db, M, "O-dlq-a", "10.00", "CNY", "PENDING"), 0);
 	assert_int_equal(fx_order(&db, M, "O-dlq-b", "10.00", "CNY", "PENDING"), 0);
 	a = fx_pay_row(&db, &cf, M, "wxpay", "T-dlq-a", "O-dlq-a", "9.00", "CNY"); /* mismatch */

@@ -4,6 +4,7 @@
  * daemons, and starting and stopping those daemons.
  */
 #include "harness.h"
+#include "topics.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -81,6 +82,8 @@ harness_teardown(struct conf *cf)
 	struct db db;
 
 	if (getenv("PAYCB_KEEP_TEST_DB") == NULL) {
+		/* Best effort: a broker already stopped by the test keeps them. */
+		topics_drop_prefix(&cf->kafka, 5000);
 		c.name = "";
 		if (db_open(&db, &c) == DB_OK) {
 			snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS `%s`", cf->db.name);
