@@ -26,30 +26,38 @@
 /*
  * The unlocked look at the row before its transaction: its status and retry count and, for
  * the per-order ordering guard, how many callbacks of the same order that came in earlier
- * are still pending, and how long ago this row came in. An earlier callback counts whether
- * or not it was attempted: one that failed and waits on the backoff ladder must still come
- * first, or a second payment of an order overtakes the first and becomes the order's
- * payment, and a refund the channel made of that second payment then refunds the order
- * instead of settling the duplicate. "Earlier" is
- * by reception time, ties broken by id within a log and never across the logs, so it is a
- * strict order and two callbacks can never wait for each other. Both subqueries are held
- * to idx_order: left to itself the optimizer adds a rowid filter from idx_retry, which
- * reads every pending row and made the look cost as much as the transaction under a
- * backlog.
+ * are still pending and must come first, and how long ago this row came in. A payment waits
+ * for the earlier pending payments of its order, attempted or not: one that failed and
+ * waits on the backoff ladder must still come first, or a second payment overtakes the
+ * first and becomes the order's payment, and a refund the channel made of that second
+ * payment then refunds the order instead of settling the duplicate. A refund waits for the
+ * earlier pending payments and refunds of its order. A payment never waits for a refund: a
+ * refund that came first waits for a payment (it fails "order not paid" and retries), so
+ * the payment waiting for it would stall both until processor.order_wait_s, and no
+ * payment's decision depends on a refund. "Earlier" is by reception time, ties broken by id
+ * within a log, and the only wait across the logs is refund on payment, so it is a strict
+ * order and two callbacks can never wait for each other. Both subqueries are held to
+ * idx_order: left to itself the optimizer adds a rowid filter from idx_retry, which reads
+ * every pending row and made the look cost as much as the transaction under a backlog.
  */
-#define PRECHECK_SQL(T, OTHER)                                                                     \
-	"SELECT c.status, c.retry_count, "                                                         \
+/* Earlier pending rows of the same order in log T; ties by id, as within one log. */
+#define PRECHECK_EARLIER(T)                                                                        \
 	"(SELECT COUNT(*) FROM " T " e FORCE INDEX (idx_order) WHERE "                             \
 	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id))) + "       \
-	"(SELECT COUNT(*) FROM " OTHER " e FORCE INDEX (idx_order) WHERE "                         \
+	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id)))"
+/* Earlier pending payments of a refund's order; strictly earlier, no tie across the logs. */
+#define PRECHECK_EARLIER_PAY                                                                       \
+	"(SELECT COUNT(*) FROM pay_callback_log e FORCE INDEX (idx_order) WHERE "                  \
 	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"e.created_at < c.created_at), "                                                           \
+	"e.created_at < c.created_at)"
+#define PRECHECK_SQL(T, EARLIER)                                                                   \
+	"SELECT c.status, c.retry_count, " EARLIER ", "                                            \
 	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000, c.merchant_id, "               \
 	"c.out_trade_no FROM " T " c WHERE c.id = ?"
 static const char *const SQL_PRECHECK[2] = {
-    PRECHECK_SQL("pay_callback_log", "refund_callback_log"),
-    PRECHECK_SQL("refund_callback_log", "pay_callback_log")};
+    PRECHECK_SQL("pay_callback_log", PRECHECK_EARLIER("pay_callback_log")),
+    PRECHECK_SQL("refund_callback_log",
+		 PRECHECK_EARLIER("refund_callback_log") " + " PRECHECK_EARLIER_PAY)};
 /*
  * A deferred row comes due again in a second; the retrier publishes it on the main topic.
  * The processor saw it, so its republishes start counting again (republish_count).
