@@ -707,7 +707,7 @@ sig_load_privkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen
 	int rc;
 
 	*out = NULL;
-	if (sig_read_file(path, SIG_KEY_FILE_MAX, &buf, &len, err, errlen) != 0)
+	if (sig_read_secret_file(path, SIG_KEY_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
 	if ((rc = sig_load_privkey_mem(buf, len, out, why, sizeof(why))) != 0)
 		snprintf(err, errlen, "%s: %s", path, why);

@@ -119,6 +119,8 @@ int sig_read_secret_file(const char *path, size_t max, uint8_t **buf, size_t *le
                          size_t errlen);
 /* Loads an RSA private key from PEM (PKCS#1 or PKCS#8, unencrypted); for the simulator. */
 int sig_load_privkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *err, size_t errlen);
+/* The same from a file, read as a secret (sig_read_secret_file): a private key readable by
+ * others is refused, as ssh refuses it. */
 int sig_load_privkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen);
 
 /* The certificate's serial as upper-case hex without leading zero bytes ("5157F09E..."). */

@@ -59,7 +59,7 @@ load_stripe(struct recon_merchant *m, char *err, size_t errlen)
 	uint8_t *buf = NULL;
 	size_t len = 0;
 
-	if (sig_read_file(m->cm->stripe.api_key_file, 4096, &buf, &len, err, errlen) != 0)
+	if (sig_read_secret_file(m->cm->stripe.api_key_file, 4096, &buf, &len, err, errlen) != 0)
 		return -1;
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
 		buf[--len] = '\0';

@@ -57,9 +57,11 @@ for u in paycb-ingest@1.service paycb-processor@1.service paycb-retrier.service 
 done
 
 # Hardening and restart policy, as written in every daemon unit.
-for f in paycb-ingest@.service paycb-processor@.service paycb-retrier.service; do
+for f in paycb-ingest@.service paycb-processor@.service paycb-retrier.service \
+	paycb-reconciler.service; do
 	miss=()
 	for want in User=paycb Group=paycb NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes \
+		LimitCORE=0 \
 		PrivateTmp=yes PrivateDevices=yes CapabilityBoundingSet= Restart=on-failure \
 		'RestartPreventExitStatus=64 78' KillSignal=SIGTERM 'SystemCallFilter=@system-service'; do
 		grep -qxF -- "$want" "$U/$f" || miss+=("$want")

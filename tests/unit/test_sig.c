@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -295,6 +296,17 @@ test_pubkey_loads_from_cert_spki_and_bare_base64(void **state)
 	assert_non_null(strstr(err, "/nonexistent/key.pem"));
 	assert_int_equal(sig_load_privkey_mem(priv, strlen(priv), &got, err, sizeof(err)), 0);
 	EVP_PKEY_free(got);
+	/* A private key file is a secret: 0600 loads, one the group can read is refused by
+	 * name (the reconciler's merchant API and app keys are read this way). */
+	assert_int_equal(tk_write_temp(priv, strlen(priv), path, sizeof(path)), 0);
+	assert_int_equal(sig_load_privkey_file(path, &got, err, sizeof(err)), 0);
+	EVP_PKEY_free(got);
+	got = NULL;
+	assert_int_equal(chmod(path, 0640), 0);
+	assert_int_equal(sig_load_privkey_file(path, &got, err, sizeof(err)), -1);
+	assert_null(got);
+	assert_non_null(strstr(err, path));
+	tk_unlink(path);
 	free(pem_cert);
 	free(pem_pub);
 	free(b64key);
