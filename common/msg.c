@@ -3,6 +3,8 @@
  */
 #include "msg.h"
 
+#include "sig.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,5 +82,58 @@ msg_callback_key(const struct msg_callback *m, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "%s|%s", m->merchant_id, m->out_trade_no);
 
+	return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+/* msg_escape - appends src to buf at *at with '%' and '|' percent-escaped */
+static int
+msg_escape(char *buf, size_t len, size_t *at, const char *src)
+{
+	for (; *src != '\0'; src++) {
+		const char *put = *src == '%' ? "%25" : *src == '|' ? "%7C" : NULL;
+		size_t n = put != NULL ? 3 : 1;
+
+		if (*at + n >= len)
+			return -1;
+		memcpy(buf + *at, put != NULL ? put : src, n);
+		*at += n;
+	}
+	buf[*at] = '\0';
+	return 0;
+}
+
+int
+msg_event_id(const char *merchant, const char *order, const char *event_type,
+	     const char *ref, char *buf, size_t len)
+{
+	/* Every part at its column's width, each byte escaped: 64 + 3 * 128 + 48 + 3 * 160. */
+	char full[1100], digest[65];
+	size_t at = 0;
+	int n;
+
+	n = snprintf(full, sizeof(full), "%s|", merchant);
+	if (n < 0 || (size_t)n >= sizeof(full))
+		return -1;
+	at = (size_t)n;
+	if (msg_escape(full, sizeof(full), &at, order) != 0)
+		return -1;
+	n = snprintf(full + at, sizeof(full) - at, "|%s", event_type);
+	if (n < 0 || (size_t)n >= sizeof(full) - at)
+		return -1;
+	at += (size_t)n;
+	if (ref != NULL) {
+		if (at + 1 >= sizeof(full))
+			return -1;
+		full[at++] = '|';
+		if (msg_escape(full, sizeof(full), &at, ref) != 0)
+			return -1;
+	}
+	if (at <= MSG_EVENT_ID_MAX) {
+		n = snprintf(buf, len, "%s", full);
+	} else {
+		if (sig_sha256_hex(full, at, digest) != 0)
+			return -1;
+		n = snprintf(buf, len, "%s|%s|sha256:%s", merchant, event_type, digest);
+	}
 	return n < 0 || (size_t)n >= len ? -1 : n;
 }

@@ -34,7 +34,11 @@ static const struct dec_rule rules[] = {
      "paid_confirmed", "amount_mismatch"},
     {B(DN_PAY), S_PAIDLIKE, B(DT_OTHER), ANY, DX_REQUEST_REFUND, "paid_twice", "paid_twice"},
 
-    /* Refund statuses that moved no money, whatever the order. */
+    /* Refund statuses that moved no money, whatever the order. The same refund seen
+     * succeeded before is past them (WeChat Pay's SUCCESS is final): such a status is an
+     * older notification delivered late, and its alert would be false. */
+    {B(DN_REFUND_ABNORMAL) | B(DN_REFUND_CLOSED), S_PAIDLIKE, T_OWN, B(DM_KNOWN), DX_NOTHING,
+     "duplicate", NULL},
     {B(DN_REFUND_ABNORMAL), ANY, ANY, ANY, DX_NOTHING, "refund_abnormal", "refund_abnormal"},
     {B(DN_REFUND_CLOSED), ANY, ANY, ANY, DX_NOTHING, "refund_closed", "refund_closed"},
     {B(DN_REFUND_UNKNOWN), ANY, ANY, ANY, DX_DEAD, "refund_status_unknown",
@@ -130,7 +134,7 @@ dec_possible(const struct dec_in *in)
 		return in->money != DM_UP_PARTIAL && in->money != DM_UP_FULL &&
 		       in->money != DM_EXCEEDS;
 	default:
-		return in->money == DM_SAME || in->money == DM_CURRENCY;
+		return in->money == DM_SAME || in->money == DM_CURRENCY || in->money == DM_KNOWN;
 	}
 }
 
@@ -274,6 +278,9 @@ dec_ledger_next(enum dec_note note, const struct dec_ledger *now, enum dec_entry
 		}
 		break;
 	default:
+		/* A status that moved no money, for a refund the ledger holds as succeeded. */
+		if (entry == DE_APPLIED)
+			return DM_KNOWN;
 		break;
 	}
 	total = dec_ledger_total(after);

@@ -64,7 +64,7 @@ enum dec_money {
 	DM_SAME,       /* the refunded total does not change */
 	DM_DOWN,       /* the refunded total falls (a refund reversed) */
 	DM_EXCEEDS,    /* the refunded total would pass the amount paid */
-	DM_KNOWN,      /* this refund is in the ledger already in this state */
+	DM_KNOWN,      /* in the ledger already in this state (or succeeded: a late ABNORMAL) */
 	/* a refund of another payment, against that payment's refund request */
 	DM_REQ_MATCH,   /* an open request of the same amount and currency */
 	DM_REQ_DIFFERS, /* an open request of another amount or currency */

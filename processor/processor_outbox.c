@@ -3,10 +3,10 @@
  * written in the same transaction as the order's state change, and relayed to
  * <prefix>.order-events after the commit by the relay thread (processor_relay.c).
  *
- * Each event has a stable id, "<merchant_id>|<out_trade_no>|<event_type>", with
- * "|<refund number>" after it for the events of one refund (order.refund,
- * order.refund_reversed), which downstream
- * consumers deduplicate on: a crash between the commit and the relay leaves the row unsent
+ * Each event has a stable id (msg_event_id), "<merchant_id>|<out_trade_no>|<event_type>",
+ * with "|<refund number>" after it for the events of one refund (order.refund,
+ * order.refund_reversed) and "|<n>" for the n-th order.refunded of an order whose full
+ * refund was reversed and made again, which downstream consumers deduplicate on: a crash between the commit and the relay leaves the row unsent
  * (sent_at NULL) and the retrier's sweep publishes it later, so delivery is at least once
  * and the id makes it effectively once.
  */
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "msg.h"
 
 /* proc_event_payload - the event as schemas/kafka/order-event.schema.json describes it */
 static int
@@ -51,7 +52,7 @@ proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *e
                 const char *ref, const char *amount, const char *currency, const char *trade_no,
                 struct proc_result *r)
 {
-	char event_id[400];
+	char event_id[MSG_EVENT_ID_MAX + 1];
 	struct proc_event *ev;
 	unsigned long long id = 0;
 	enum db_rc rc;
@@ -59,13 +60,9 @@ proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *e
 	if (r->nevents >= PROC_EVENTS_MAX)
 		return DB_FATAL;
 	ev = &r->events[r->nevents];
-	if (ref != NULL)
-		snprintf(event_id, sizeof(event_id), "%s|%s|%s|%s", row->merchant, row->order,
-		         event_type, ref);
-	else
-		snprintf(event_id, sizeof(event_id), "%s|%s|%s", row->merchant, row->order,
-		         event_type);
-	if (proc_event_payload(row, event_id, event_type, amount, currency, trade_no, ev->payload,
+	if (msg_event_id(row->merchant, row->order, event_type, ref, event_id,
+	                 sizeof(event_id)) < 0 ||
+	    proc_event_payload(row, event_id, event_type, amount, currency, trade_no, ev->payload,
 	                       sizeof(ev->payload)) != 0) {
 		snprintf(w->db.last_error, sizeof(w->db.last_error), "cannot encode the event");
 		return DB_FATAL;

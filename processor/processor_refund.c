@@ -112,6 +112,32 @@ proc_refund_done(struct proc_worker *w, const struct proc_row *row, const struct
 	return proc_mark_done(w, row, rule->outcome, r);
 }
 
+/*
+ * proc_refunded_event - the order's order.refunded. An order refunded in full, reversed and
+ * refunded in full again has a second one, a new fact for downstream: it is told apart by
+ * its number ("|2"), counted under the order's lock from the ones written before, so it can
+ * never be taken for a copy of the first.
+ */
+static enum db_rc
+proc_refunded_event(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
+                    const char *after_s, const char *trade, struct proc_result *r)
+{
+	struct db_in in[2] = {DBI_STR(row->merchant), DBI_STR(row->order)};
+	struct db_out out[1] = {DBO_I64()};
+	char nth[24];
+	enum db_rc rc;
+
+	rc = db_query(&w->db,
+	              "SELECT COUNT(*) FROM order_events WHERE merchant_id = ? AND out_trade_no = ? "
+	              "AND event_type = 'order.refunded'",
+	              in, 2, out, 1, NULL, NULL, NULL);
+	if (rc != DB_OK)
+		return rc;
+	snprintf(nth, sizeof(nth), "%lld", (long long)out[0].i + 1);
+	return proc_outbox_add(w, row, "order.refunded", out[0].i == 0 ? NULL : nth, after_s,
+	                       o->currency, trade, r);
+}
+
 /* proc_refund_ledger_apply - DX_LEDGER: the ledger row, the order, its events */
 static enum proc_tx
 proc_refund_ledger_apply(struct proc_worker *w, const struct proc_row *row,
@@ -153,8 +179,7 @@ proc_refund_ledger_apply(struct proc_worker *w, const struct proc_row *row,
 	                          o->currency, trade, r)) != DB_OK)
 		return proc_tx_error(w, rc, "outbox", r);
 	if (strcmp(status, "REFUNDED") == 0 && strcmp(o->status, "REFUNDED") != 0 &&
-	    (rc = proc_outbox_add(w, row, "order.refunded", NULL, after_s, o->currency, trade,
-	                          r)) != DB_OK)
+	    (rc = proc_refunded_event(w, row, o, after_s, trade, r)) != DB_OK)
 		return proc_tx_error(w, rc, "outbox", r);
 	return proc_refund_done(w, row, o, rule, r);
 }

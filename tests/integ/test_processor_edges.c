@@ -25,127 +25,13 @@
 
 #include "fixtures.h"
 #include "harness.h"
-
-#define WAIT_MS 30000
-#define M       "default"
+#include "orders.h"
 
 static struct conf cf;
 static struct db db;
 static struct fx_pub *pub;
 static int pid = -1;
 static char plog[1024];
-
-/* ---- queries ----------------------------------------------------------------------------- */
-
-static long long
-q1(const char *sql, const char *s)
-{
-	struct db_in in[1] = {DBI_STR(s)};
-
-	return harness_query_i64(&db, sql, in, 1);
-}
-
-static const char *
-qs(const char *sql, const char *s, char *buf, size_t cap)
-{
-	struct db_in in[1] = {DBI_STR(s)};
-	struct db_out out[1] = {DBO_STR(buf, cap)};
-	unsigned long long rows = 0;
-
-	if (db_query(&db, sql, in, 1, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0)
-		buf[0] = '\0';
-	return buf;
-}
-
-static const char *
-outcome(int refund, unsigned long long id, char *buf, size_t cap)
-{
-	struct db_in in[1] = {DBI_I64(id)};
-	struct db_out out[1] = {DBO_STR(buf, cap)};
-	unsigned long long rows = 0;
-
-	if (db_query(&db,
-	             refund ? "SELECT IFNULL(outcome, '') FROM refund_callback_log WHERE id = ?"
-	                    : "SELECT IFNULL(outcome, '') FROM pay_callback_log WHERE id = ?",
-	             in, 1, out, 1, NULL, NULL, &rows) != DB_OK ||
-	    rows == 0)
-		buf[0] = '\0';
-	return buf;
-}
-
-static const char *
-order_field(const char *order, const char *field, char *buf, size_t cap)
-{
-	char sql[200];
-
-	/* field is one of this file's literals, never input. */
-	if (strcmp(field, "status") == 0)
-		return qs("SELECT status FROM orders WHERE out_trade_no = ?", order, buf, cap);
-	if (strcmp(field, "refunded") == 0)
-		return qs("SELECT CAST(refunded_amount AS CHAR) FROM orders WHERE out_trade_no = ?",
-		          order, buf, cap);
-	snprintf(sql, sizeof(sql), "unknown field %s", field);
-	fail_msg("%s", sql);
-	return buf;
-}
-
-static long long
-events(const char *order, const char *type)
-{
-	struct db_in in[2] = {DBI_STR(order), DBI_STR(type)};
-
-	return harness_query_i64(&db,
-	                         "SELECT COUNT(*) FROM order_events WHERE out_trade_no = ? AND "
-	                         "event_type = ?",
-	                         in, 2);
-}
-
-static long long
-alerts(const char *order, const char *kind)
-{
-	struct db_in in[2] = {DBI_STR(order), DBI_STR(kind)};
-
-	return harness_query_i64(
-	    &db, "SELECT COUNT(*) FROM alerts WHERE out_trade_no = ? AND kind = ?", in, 2);
-}
-
-/* ---- rows -------------------------------------------------------------------------------- */
-
-static unsigned long long
-pay(const char *channel, const char *order, const char *trade, const char *amount, const char *cur)
-{
-	struct fx_pos pos;
-	unsigned long long id = fx_pay_row(&db, &cf, M, channel, trade, order, amount, cur);
-
-	assert_true(id > 0);
-	assert_int_equal(
-	    fx_publish(pub, NULL, 0, id, M, channel, order, 1, RD_KAFKA_PARTITION_UA, &pos), 0);
-	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
-	return id;
-}
-
-/* A refund row as ingest reserves it, published, and waited for until done. */
-static unsigned long long
-refund(const char *channel, const char *order, const char *refund_no, const char *pay_trade,
-       const char *amount, int cumulative, const char *cur, const char *type, const char *status)
-{
-	struct fx_pos pos;
-	unsigned long long id = fx_refund_row_status(&db, &cf, M, channel, refund_no, pay_trade,
-	                                             order, amount, cumulative, cur, type, status);
-
-	assert_true(id > 0);
-	assert_int_equal(
-	    fx_publish(pub, NULL, 1, id, M, channel, order, 1, RD_KAFKA_PARTITION_UA, &pos), 0);
-	assert_int_equal(fx_wait_row(&db, 1, id, 1, WAIT_MS), 0);
-	return id;
-}
-
-#define WX_REFUND(order, no, trade, amount, status)                                                \
-	refund("wxpay", order, no, trade, amount, 0, "CNY", "REFUND." status, status)
-#define STRIPE_REFUND(order, no, trade, amount, status)                                            \
-	refund("stripe", order, no, trade, amount, 0, "USD", "refund.updated", status)
-#define STRIPE_CHARGE_REFUNDED(order, no, trade, amount)                                           \
-	refund("stripe", order, no, trade, amount, 1, "USD", "charge.refunded", "succeeded")
 
 /* ---- item 1: WeChat Pay refunds that moved no money ------------------------------------- */
 
@@ -156,29 +42,29 @@ wx_abnormal_refund_changes_nothing_and_a_later_success_applies_once(void **state
 	unsigned long long r;
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-abn", "88.88", "CNY", "PENDING"), 0);
-	pay("wxpay", "E-abn", "T-abn", "88.88", "CNY");
-	r = WX_REFUND("E-abn", "50300-abn", "T-abn", "88.88", "ABNORMAL");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refund_abnormal");
-	assert_string_equal(order_field("E-abn", "status", buf, sizeof(buf)), "PAID");
-	assert_string_equal(order_field("E-abn", "refunded", buf, sizeof(buf)), "0.00");
-	assert_int_equal(events("E-abn", "order.refund"), 0);
-	assert_int_equal(events("E-abn", "order.refunded"), 0);
-	assert_int_equal(alerts("E-abn", "refund_abnormal"), 1);
+	assert_int_equal(fx_order(&db, ORD_M, "E-abn", "88.88", "CNY", "PENDING"), 0);
+	ord_pay("wxpay", "E-abn", "T-abn", "88.88", "CNY");
+	r = ORD_WX_REFUND("E-abn", "50300-abn", "T-abn", "88.88", "ABNORMAL");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_abnormal");
+	assert_string_equal(ord_status("E-abn", buf, sizeof(buf)), "PAID");
+	assert_string_equal(ord_refunded("E-abn", buf, sizeof(buf)), "0.00");
+	assert_int_equal(ord_events("E-abn", "order.refund"), 0);
+	assert_int_equal(ord_events("E-abn", "order.refunded"), 0);
+	assert_int_equal(ord_alerts("E-abn", "refund_abnormal"), 1);
 	/* The alert names the order and the refund. */
-	assert_int_equal(q1("SELECT COUNT(*) FROM alerts WHERE kind = 'refund_abnormal' AND "
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM alerts WHERE kind = 'refund_abnormal' AND "
 	                    "detail LIKE CONCAT('%', ?, '%')",
 	                    "refund 50300-abn"),
 	                 1);
 	/* The merchant resolves it; WeChat Pay keeps the refund_id and says SUCCESS. */
-	r = WX_REFUND("E-abn", "50300-abn", "T-abn", "88.88", "SUCCESS");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refunded");
-	assert_string_equal(order_field("E-abn", "status", buf, sizeof(buf)), "REFUNDED");
-	assert_string_equal(order_field("E-abn", "refunded", buf, sizeof(buf)), "88.88");
-	assert_int_equal(events("E-abn", "order.refund"), 1);
-	assert_int_equal(events("E-abn", "order.refunded"), 1);
+	r = ORD_WX_REFUND("E-abn", "50300-abn", "T-abn", "88.88", "SUCCESS");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refunded");
+	assert_string_equal(ord_status("E-abn", buf, sizeof(buf)), "REFUNDED");
+	assert_string_equal(ord_refunded("E-abn", buf, sizeof(buf)), "88.88");
+	assert_int_equal(ord_events("E-abn", "order.refund"), 1);
+	assert_int_equal(ord_events("E-abn", "order.refunded"), 1);
 	/* A copy of the same status is a duplicate key at the reservation. */
-	assert_int_equal(fx_refund_row_status(&db, &cf, M, "wxpay", "50300-abn", "T-abn", "E-abn",
+	assert_int_equal(fx_refund_row_status(&db, &cf, ORD_M, "wxpay", "50300-abn", "T-abn", "E-abn",
 	                                      "88.88", 0, "CNY", "REFUND.SUCCESS", "SUCCESS"),
 	                 0);
 }
@@ -190,14 +76,14 @@ wx_closed_refund_changes_nothing(void **state)
 	unsigned long long r;
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-rcl", "20.00", "CNY", "PENDING"), 0);
-	pay("wxpay", "E-rcl", "T-rcl", "20.00", "CNY");
-	r = WX_REFUND("E-rcl", "50300-rcl", "T-rcl", "5.00", "CLOSED");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refund_closed");
-	assert_string_equal(order_field("E-rcl", "status", buf, sizeof(buf)), "PAID");
-	assert_string_equal(order_field("E-rcl", "refunded", buf, sizeof(buf)), "0.00");
-	assert_int_equal(alerts("E-rcl", "refund_closed"), 1);
-	assert_int_equal(q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ?", "E-rcl"),
+	assert_int_equal(fx_order(&db, ORD_M, "E-rcl", "20.00", "CNY", "PENDING"), 0);
+	ord_pay("wxpay", "E-rcl", "T-rcl", "20.00", "CNY");
+	r = ORD_WX_REFUND("E-rcl", "50300-rcl", "T-rcl", "5.00", "CLOSED");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_closed");
+	assert_string_equal(ord_status("E-rcl", buf, sizeof(buf)), "PAID");
+	assert_string_equal(ord_refunded("E-rcl", buf, sizeof(buf)), "0.00");
+	assert_int_equal(ord_alerts("E-rcl", "refund_closed"), 1);
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ?", "E-rcl"),
 	                 0);
 }
 
@@ -210,30 +96,30 @@ stripe_refund_told_both_ways_counts_once_in_either_order(void **state)
 
 	(void)state;
 	/* charge.refunded first, then refund.updated. */
-	assert_int_equal(fx_order(&db, M, "E-sb1", "100.00", "USD", "PENDING"), 0);
-	pay("stripe", "E-sb1", "pi_sb1", "100.00", "USD");
-	STRIPE_CHARGE_REFUNDED("E-sb1", "ch_sb1:5000", "pi_sb1", "50.00");
-	STRIPE_REFUND("E-sb1", "re_sb1", "pi_sb1", "50.00", "succeeded");
-	assert_string_equal(order_field("E-sb1", "refunded", buf, sizeof(buf)), "50.00");
-	assert_string_equal(order_field("E-sb1", "status", buf, sizeof(buf)), "REFUNDING");
-	assert_int_equal(events("E-sb1", "order.refund"), 1);
-	assert_int_equal(events("E-sb1", "order.refunded"), 0);
+	assert_int_equal(fx_order(&db, ORD_M, "E-sb1", "100.00", "USD", "PENDING"), 0);
+	ord_pay("stripe", "E-sb1", "pi_sb1", "100.00", "USD");
+	ORD_STRIPE_CHARGE_REFUNDED("E-sb1", "ch_sb1:5000", "pi_sb1", "50.00");
+	ORD_STRIPE_REFUND("E-sb1", "re_sb1", "pi_sb1", "50.00", "succeeded");
+	assert_string_equal(ord_refunded("E-sb1", buf, sizeof(buf)), "50.00");
+	assert_string_equal(ord_status("E-sb1", buf, sizeof(buf)), "REFUNDING");
+	assert_int_equal(ord_events("E-sb1", "order.refund"), 1);
+	assert_int_equal(ord_events("E-sb1", "order.refunded"), 0);
 	/* refund.updated first, then charge.refunded; a 4.00 refund stays 4.00. */
-	assert_int_equal(fx_order(&db, M, "E-sb2", "10.00", "USD", "PENDING"), 0);
-	pay("stripe", "E-sb2", "pi_sb2", "10.00", "USD");
-	STRIPE_REFUND("E-sb2", "re_sb2", "pi_sb2", "4.00", "succeeded");
-	STRIPE_CHARGE_REFUNDED("E-sb2", "ch_sb2:400", "pi_sb2", "4.00");
-	assert_string_equal(order_field("E-sb2", "refunded", buf, sizeof(buf)), "4.00");
-	assert_string_equal(order_field("E-sb2", "status", buf, sizeof(buf)), "REFUNDING");
-	assert_int_equal(events("E-sb2", "order.refund"), 1);
+	assert_int_equal(fx_order(&db, ORD_M, "E-sb2", "10.00", "USD", "PENDING"), 0);
+	ord_pay("stripe", "E-sb2", "pi_sb2", "10.00", "USD");
+	ORD_STRIPE_REFUND("E-sb2", "re_sb2", "pi_sb2", "4.00", "succeeded");
+	ORD_STRIPE_CHARGE_REFUNDED("E-sb2", "ch_sb2:400", "pi_sb2", "4.00");
+	assert_string_equal(ord_refunded("E-sb2", buf, sizeof(buf)), "4.00");
+	assert_string_equal(ord_status("E-sb2", buf, sizeof(buf)), "REFUNDING");
+	assert_int_equal(ord_events("E-sb2", "order.refund"), 1);
 	/* The rest, told both ways: the order is REFUNDED once, with one order.refunded. */
-	STRIPE_CHARGE_REFUNDED("E-sb2", "ch_sb2:1000", "pi_sb2", "10.00");
-	STRIPE_REFUND("E-sb2", "re_sb2b", "pi_sb2", "6.00", "succeeded");
-	assert_string_equal(order_field("E-sb2", "refunded", buf, sizeof(buf)), "10.00");
-	assert_string_equal(order_field("E-sb2", "status", buf, sizeof(buf)), "REFUNDED");
-	assert_int_equal(events("E-sb2", "order.refund"), 2);
-	assert_int_equal(events("E-sb2", "order.refunded"), 1);
-	assert_int_equal(alerts("E-sb2", "amount_mismatch"), 0);
+	ORD_STRIPE_CHARGE_REFUNDED("E-sb2", "ch_sb2:1000", "pi_sb2", "10.00");
+	ORD_STRIPE_REFUND("E-sb2", "re_sb2b", "pi_sb2", "6.00", "succeeded");
+	assert_string_equal(ord_refunded("E-sb2", buf, sizeof(buf)), "10.00");
+	assert_string_equal(ord_status("E-sb2", buf, sizeof(buf)), "REFUNDED");
+	assert_int_equal(ord_events("E-sb2", "order.refund"), 2);
+	assert_int_equal(ord_events("E-sb2", "order.refunded"), 1);
+	assert_int_equal(ord_alerts("E-sb2", "amount_mismatch"), 0);
 }
 
 static void
@@ -243,34 +129,34 @@ stripe_refund_failing_after_success_is_reversed(void **state)
 	unsigned long long r;
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-rev", "30.00", "USD", "PENDING"), 0);
-	pay("stripe", "E-rev", "pi_rev", "30.00", "USD");
-	STRIPE_REFUND("E-rev", "re_rev", "pi_rev", "30.00", "succeeded");
-	STRIPE_CHARGE_REFUNDED("E-rev", "ch_rev:3000", "pi_rev", "30.00");
-	assert_string_equal(order_field("E-rev", "status", buf, sizeof(buf)), "REFUNDED");
-	r = STRIPE_REFUND("E-rev", "re_rev", "pi_rev", "30.00", "failed");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refund_reversed");
-	assert_string_equal(order_field("E-rev", "refunded", buf, sizeof(buf)), "0.00");
-	assert_string_equal(order_field("E-rev", "status", buf, sizeof(buf)), "PAID");
-	assert_int_equal(events("E-rev", "order.refund_reversed"), 1);
-	assert_int_equal(alerts("E-rev", "refund_reversed"), 1);
-	assert_int_equal(q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ? AND "
+	assert_int_equal(fx_order(&db, ORD_M, "E-rev", "30.00", "USD", "PENDING"), 0);
+	ord_pay("stripe", "E-rev", "pi_rev", "30.00", "USD");
+	ORD_STRIPE_REFUND("E-rev", "re_rev", "pi_rev", "30.00", "succeeded");
+	ORD_STRIPE_CHARGE_REFUNDED("E-rev", "ch_rev:3000", "pi_rev", "30.00");
+	assert_string_equal(ord_status("E-rev", buf, sizeof(buf)), "REFUNDED");
+	r = ORD_STRIPE_REFUND("E-rev", "re_rev", "pi_rev", "30.00", "failed");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_reversed");
+	assert_string_equal(ord_refunded("E-rev", buf, sizeof(buf)), "0.00");
+	assert_string_equal(ord_status("E-rev", buf, sizeof(buf)), "PAID");
+	assert_int_equal(ord_events("E-rev", "order.refund_reversed"), 1);
+	assert_int_equal(ord_alerts("E-rev", "refund_reversed"), 1);
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ? AND "
 	                    "refund_no = 're_rev' AND state = 'REVERSED'",
 	                    "E-rev"),
 	                 1);
 	/* A canceled copy of the same refund is a new status but changes nothing more. */
-	r = STRIPE_REFUND("E-rev", "re_rev", "pi_rev", "30.00", "canceled");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "duplicate");
-	assert_string_equal(order_field("E-rev", "refunded", buf, sizeof(buf)), "0.00");
+	r = ORD_STRIPE_REFUND("E-rev", "re_rev", "pi_rev", "30.00", "canceled");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "duplicate");
+	assert_string_equal(ord_refunded("E-rev", buf, sizeof(buf)), "0.00");
 	/* A failure of a refund never applied moves nothing and alerts. */
-	r = STRIPE_REFUND("E-rev", "re_rev2", "pi_rev", "10.00", "failed");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refund_failed");
-	assert_int_equal(alerts("E-rev", "refund_failed"), 1);
+	r = ORD_STRIPE_REFUND("E-rev", "re_rev2", "pi_rev", "10.00", "failed");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_failed");
+	assert_int_equal(ord_alerts("E-rev", "refund_failed"), 1);
 	/* Its success copy arriving later is never applied. */
-	r = STRIPE_REFUND("E-rev", "re_rev2", "pi_rev", "10.00", "succeeded");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "duplicate");
-	assert_string_equal(order_field("E-rev", "refunded", buf, sizeof(buf)), "0.00");
-	assert_string_equal(order_field("E-rev", "status", buf, sizeof(buf)), "PAID");
+	r = ORD_STRIPE_REFUND("E-rev", "re_rev2", "pi_rev", "10.00", "succeeded");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "duplicate");
+	assert_string_equal(ord_refunded("E-rev", buf, sizeof(buf)), "0.00");
+	assert_string_equal(ord_status("E-rev", buf, sizeof(buf)), "PAID");
 }
 
 /* ---- item 3: refunds of payments that are not the order's ------------------------------ */
@@ -282,30 +168,30 @@ refund_of_a_paid_after_close_payment_settles_its_request(void **state)
 	unsigned long long r;
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-pac", "30.00", "CNY", "CLOSED"), 0);
-	pay("wxpay", "E-pac", "T-pac", "30.00", "CNY");
-	assert_string_equal(qs("SELECT status FROM refund_requests WHERE channel_trade_no = ?",
+	assert_int_equal(fx_order(&db, ORD_M, "E-pac", "30.00", "CNY", "CLOSED"), 0);
+	ord_pay("wxpay", "E-pac", "T-pac", "30.00", "CNY");
+	assert_string_equal(ord_qs("SELECT status FROM refund_requests WHERE channel_trade_no = ?",
 	                       "T-pac", buf, sizeof(buf)),
 	                    "REQUESTED");
-	r = WX_REFUND("E-pac", "50300-pac", "T-pac", "30.00", "SUCCESS");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refund_other_payment");
-	assert_string_equal(qs("SELECT status FROM refund_requests WHERE channel_trade_no = ?",
+	r = ORD_WX_REFUND("E-pac", "50300-pac", "T-pac", "30.00", "SUCCESS");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_other_payment");
+	assert_string_equal(ord_qs("SELECT status FROM refund_requests WHERE channel_trade_no = ?",
 	                       "T-pac", buf, sizeof(buf)),
 	                    "DONE");
-	assert_string_equal(order_field("E-pac", "status", buf, sizeof(buf)), "CLOSED");
-	assert_string_equal(order_field("E-pac", "refunded", buf, sizeof(buf)), "0.00");
-	assert_int_equal(events("E-pac", "order.refund"), 0);
-	assert_int_equal(q1("SELECT COUNT(*) FROM refund_callback_log WHERE out_trade_no = ? AND "
+	assert_string_equal(ord_status("E-pac", buf, sizeof(buf)), "CLOSED");
+	assert_string_equal(ord_refunded("E-pac", buf, sizeof(buf)), "0.00");
+	assert_int_equal(ord_events("E-pac", "order.refund"), 0);
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_callback_log WHERE out_trade_no = ? AND "
 	                    "status = 2",
 	                    "E-pac"),
 	                 0);
 	/* A refund of another amount settles the request too, with an alert. */
-	assert_int_equal(fx_order(&db, M, "E-pac2", "30.00", "CNY", "CLOSED"), 0);
-	pay("alipay", "E-pac2", "T-pac2", "30.00", "CNY");
-	r = refund("alipay", "E-pac2", "B-pac2", "T-pac2", "20.00", 1, "CNY", "trade_status_sync",
+	assert_int_equal(fx_order(&db, ORD_M, "E-pac2", "30.00", "CNY", "CLOSED"), 0);
+	ord_pay("alipay", "E-pac2", "T-pac2", "30.00", "CNY");
+	r = ord_refund("alipay", "E-pac2", "B-pac2", "T-pac2", "20.00", 1, "CNY", "trade_status_sync",
 	           "TRADE_SUCCESS");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refund_other_payment");
-	assert_int_equal(alerts("E-pac2", "refund_request_mismatch"), 1);
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_other_payment");
+	assert_int_equal(ord_alerts("E-pac2", "refund_request_mismatch"), 1);
 }
 
 static void
@@ -315,25 +201,25 @@ refund_before_its_paid_twice_payment_is_recorded_and_nothing_requested(void **st
 	unsigned long long r, p;
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-ptw", "50.00", "USD", "PENDING"), 0);
-	pay("stripe", "E-ptw", "pi_ptw1", "50.00", "USD");
+	assert_int_equal(fx_order(&db, ORD_M, "E-ptw", "50.00", "USD", "PENDING"), 0);
+	ord_pay("stripe", "E-ptw", "pi_ptw1", "50.00", "USD");
 	/* The refund of the second payment is processed before that payment. */
-	r = STRIPE_REFUND("E-ptw", "re_ptw2", "pi_ptw2", "50.00", "succeeded");
-	assert_string_equal(outcome(1, r, buf, sizeof(buf)), "refund_before_payment");
-	assert_string_equal(qs("SELECT CONCAT(status, '/', reason) FROM refund_requests WHERE "
+	r = ORD_STRIPE_REFUND("E-ptw", "re_ptw2", "pi_ptw2", "50.00", "succeeded");
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_before_payment");
+	assert_string_equal(ord_qs("SELECT CONCAT(status, '/', reason) FROM refund_requests WHERE "
 	                       "channel_trade_no = ?",
 	                       "pi_ptw2", buf, sizeof(buf)),
 	                    "DONE/refunded_early");
-	p = pay("stripe", "E-ptw", "pi_ptw2", "50.00", "USD");
-	assert_string_equal(outcome(0, p, buf, sizeof(buf)), "paid_twice");
-	assert_int_equal(q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-ptw"),
+	p = ord_pay("stripe", "E-ptw", "pi_ptw2", "50.00", "USD");
+	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_twice");
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-ptw"),
 	                 1);
-	assert_int_equal(q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ? AND "
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ? AND "
 	                    "status = 'REQUESTED'",
 	                    "E-ptw"),
 	                 0);
-	assert_string_equal(order_field("E-ptw", "refunded", buf, sizeof(buf)), "0.00");
-	assert_string_equal(order_field("E-ptw", "status", buf, sizeof(buf)), "PAID");
+	assert_string_equal(ord_refunded("E-ptw", buf, sizeof(buf)), "0.00");
+	assert_string_equal(ord_status("E-ptw", buf, sizeof(buf)), "PAID");
 }
 
 /* ---- item 4: payments of another amount on CLOSED and PAID orders ----------------------- */
@@ -345,19 +231,19 @@ payment_of_another_amount_on_closed_or_paid_order_is_refunded_not_dead(void **st
 	unsigned long long p;
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-cam", "30.00", "CNY", "CLOSED"), 0);
-	p = pay("wxpay", "E-cam", "T-cam", "29.99", "CNY");
-	assert_string_equal(outcome(0, p, buf, sizeof(buf)), "paid_after_close");
-	assert_string_equal(qs("SELECT CONCAT(status, '/', CAST(amount AS CHAR)) FROM "
+	assert_int_equal(fx_order(&db, ORD_M, "E-cam", "30.00", "CNY", "CLOSED"), 0);
+	p = ord_pay("wxpay", "E-cam", "T-cam", "29.99", "CNY");
+	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_after_close");
+	assert_string_equal(ord_qs("SELECT CONCAT(status, '/', CAST(amount AS CHAR)) FROM "
 	                       "refund_requests WHERE channel_trade_no = ?",
 	                       "T-cam", buf, sizeof(buf)),
 	                    "REQUESTED/29.99");
-	assert_int_equal(alerts("E-cam", "paid_after_close"), 1);
-	assert_int_equal(fx_order(&db, M, "E-pam", "30.00", "CNY", "PENDING"), 0);
-	pay("alipay", "E-pam", "T-pam1", "30.00", "CNY");
-	p = pay("alipay", "E-pam", "T-pam2", "25.00", "CNY");
-	assert_string_equal(outcome(0, p, buf, sizeof(buf)), "paid_twice");
-	assert_string_equal(qs("SELECT CONCAT(status, '/', CAST(amount AS CHAR)) FROM "
+	assert_int_equal(ord_alerts("E-cam", "paid_after_close"), 1);
+	assert_int_equal(fx_order(&db, ORD_M, "E-pam", "30.00", "CNY", "PENDING"), 0);
+	ord_pay("alipay", "E-pam", "T-pam1", "30.00", "CNY");
+	p = ord_pay("alipay", "E-pam", "T-pam2", "25.00", "CNY");
+	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_twice");
+	assert_string_equal(ord_qs("SELECT CONCAT(status, '/', CAST(amount AS CHAR)) FROM "
 	                       "refund_requests WHERE channel_trade_no = ?",
 	                       "T-pam2", buf, sizeof(buf)),
 	                    "REQUESTED/25.00");
@@ -372,22 +258,22 @@ paid_order_without_trade_is_confirmed_not_refunded(void **state)
 	unsigned long long p;
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-pwt", "40.00", "CNY", "PAID"), 0);
-	p = pay("wxpay", "E-pwt", "T-pwt", "40.00", "CNY");
-	assert_string_equal(outcome(0, p, buf, sizeof(buf)), "paid_confirmed");
-	assert_string_equal(qs("SELECT channel_trade_no FROM orders WHERE out_trade_no = ?",
+	assert_int_equal(fx_order(&db, ORD_M, "E-pwt", "40.00", "CNY", "PAID"), 0);
+	p = ord_pay("wxpay", "E-pwt", "T-pwt", "40.00", "CNY");
+	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_confirmed");
+	assert_string_equal(ord_qs("SELECT channel_trade_no FROM orders WHERE out_trade_no = ?",
 	                       "E-pwt", buf, sizeof(buf)),
 	                    "T-pwt");
-	assert_int_equal(q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-pwt"),
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-pwt"),
 	                 0);
-	assert_int_equal(alerts("E-pwt", "paid_twice"), 0);
+	assert_int_equal(ord_alerts("E-pwt", "paid_twice"), 0);
 	/* A copy is now a duplicate of the recorded trade. */
-	assert_int_equal(fx_order(&db, M, "E-pwt2", "40.00", "CNY", "PAID"), 0);
-	p = pay("wxpay", "E-pwt2", "T-pwt2", "39.00", "CNY");
-	assert_string_equal(outcome(0, p, buf, sizeof(buf)), "paid_confirmed");
-	assert_int_equal(alerts("E-pwt2", "amount_mismatch"), 1);
+	assert_int_equal(fx_order(&db, ORD_M, "E-pwt2", "40.00", "CNY", "PAID"), 0);
+	p = ord_pay("wxpay", "E-pwt2", "T-pwt2", "39.00", "CNY");
+	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_confirmed");
+	assert_int_equal(ord_alerts("E-pwt2", "amount_mismatch"), 1);
 	assert_int_equal(
-	    q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-pwt2"), 0);
+	    ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-pwt2"), 0);
 }
 
 /* ---- item 8: one event per refund ------------------------------------------------------- */
@@ -398,23 +284,23 @@ partial_refunds_emit_one_event_each_with_the_refund_number(void **state)
 	char buf[64];
 
 	(void)state;
-	assert_int_equal(fx_order(&db, M, "E-prt", "88.88", "CNY", "PENDING"), 0);
-	pay("wxpay", "E-prt", "T-prt", "88.88", "CNY");
-	WX_REFUND("E-prt", "50300-prt1", "T-prt", "30.01", "SUCCESS");
-	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
+	assert_int_equal(fx_order(&db, ORD_M, "E-prt", "88.88", "CNY", "PENDING"), 0);
+	ord_pay("wxpay", "E-prt", "T-prt", "88.88", "CNY");
+	ORD_WX_REFUND("E-prt", "50300-prt1", "T-prt", "30.01", "SUCCESS");
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
 	                    "JSON_VALUE(payload, '$.amount') = '30.01'",
 	                    "default|E-prt|order.refund|50300-prt1"),
 	                 1);
-	WX_REFUND("E-prt", "50300-prt2", "T-prt", "58.87", "SUCCESS");
-	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
+	ORD_WX_REFUND("E-prt", "50300-prt2", "T-prt", "58.87", "SUCCESS");
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
 	                    "JSON_VALUE(payload, '$.amount') = '58.87'",
 	                    "default|E-prt|order.refund|50300-prt2"),
 	                 1);
-	assert_int_equal(q1("SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
+	assert_int_equal(ord_q1("SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
 	                    "JSON_VALUE(payload, '$.amount') = '88.88'",
 	                    "default|E-prt|order.refunded"),
 	                 1);
-	assert_string_equal(order_field("E-prt", "status", buf, sizeof(buf)), "REFUNDED");
+	assert_string_equal(ord_status("E-prt", buf, sizeof(buf)), "REFUNDED");
 	/* Every event reaches the topic (the relay marks them sent). */
 	{
 		struct db_in in[1] = {DBI_STR("E-prt")};
@@ -422,7 +308,7 @@ partial_refunds_emit_one_event_each_with_the_refund_number(void **state)
 		assert_int_equal(harness_wait_i64(&db,
 		                                  "SELECT COUNT(*) FROM order_events WHERE "
 		                                  "out_trade_no = ? AND sent_at IS NOT NULL",
-		                                  in, 1, 5, WAIT_MS),
+		                                  in, 1, 5, ORD_WAIT_MS),
 		                 0);
 	}
 }
@@ -433,23 +319,8 @@ static void
 no_order_refunded_amount_differs_from_its_ledger(void **state)
 {
 	(void)state;
-	/* refunded_amount is the ledger's total: max(applied singles, cumulative - failed). */
-	assert_int_equal(
-	    harness_query_i64(
-	        &db,
-	        "SELECT COUNT(*) FROM orders o WHERE o.out_trade_no LIKE 'E-%' AND "
-	        "o.refunded_amount <> (SELECT GREATEST(IFNULL(SUM(IF(r.kind = 'single' AND "
-	        "r.state = 'APPLIED', r.amount, 0)), 0), GREATEST(IFNULL(MAX(IF(r.kind = "
-	        "'cumulative', r.amount, 0)), 0) - IFNULL(SUM(IF(r.kind = 'single' AND r.state <> "
-	        "'APPLIED', r.amount, 0)), 0), 0)) FROM order_refunds r WHERE r.merchant_id = "
-	        "o.merchant_id AND r.out_trade_no = o.out_trade_no)",
-	        NULL, 0),
-	    0);
-	assert_int_equal(harness_query_i64(&db,
-	                                   "SELECT COUNT(*) FROM refund_callback_log WHERE "
-	                                   "out_trade_no LIKE 'E-%' AND status <> 1",
-	                                   NULL, 0),
-	                 0);
+	assert_int_equal(ord_ledger_mismatches("E-"), 0);
+	assert_int_equal(ord_refunds_pending("E-"), 0);
 }
 
 static int
@@ -459,6 +330,7 @@ group_setup(void **state)
 	pub = fx_pub_new(&cf);
 	if (pub == NULL)
 		return -1;
+	ord_use(&db, &cf, pub);
 	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
 	return pid > 0 ? 0 : -1;
 }

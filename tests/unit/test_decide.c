@@ -59,49 +59,52 @@ static const struct rule_case cases[] = {
     /* A second payment of another amount on a PAID order is paid twice, not a mismatch. */
     C(10, DN_PAY, DS_PAID, DT_OTHER, DM_DIFFERS, DX_REQUEST_REFUND, "paid_twice", "paid_twice"),
     C(10, DN_PAY, DS_REFUNDING, DT_OTHER, DM_EQUAL, DX_REQUEST_REFUND, "paid_twice", "paid_twice"),
-    C(11, DN_REFUND_ABNORMAL, DS_PAID, DT_SAME, DM_SAME, DX_NOTHING, "refund_abnormal",
+    /* A status that moved no money, for a refund that succeeded before: delivered late. */
+    C(11, DN_REFUND_ABNORMAL, DS_REFUNDED, DT_SAME, DM_KNOWN, DX_NOTHING, "duplicate", NULL),
+    C(11, DN_REFUND_CLOSED, DS_REFUNDING, DT_ORDER_NONE, DM_KNOWN, DX_NOTHING, "duplicate", NULL),
+    C(12, DN_REFUND_ABNORMAL, DS_PAID, DT_SAME, DM_SAME, DX_NOTHING, "refund_abnormal",
       "refund_abnormal"),
-    C(11, DN_REFUND_ABNORMAL, DS_MISSING, DT_ORDER_NONE, DM_NA, DX_NOTHING, "refund_abnormal",
+    C(12, DN_REFUND_ABNORMAL, DS_MISSING, DT_ORDER_NONE, DM_NA, DX_NOTHING, "refund_abnormal",
       "refund_abnormal"),
-    C(12, DN_REFUND_CLOSED, DS_REFUNDING, DT_SAME, DM_SAME, DX_NOTHING, "refund_closed",
+    C(13, DN_REFUND_CLOSED, DS_REFUNDING, DT_SAME, DM_SAME, DX_NOTHING, "refund_closed",
       "refund_closed"),
-    C(13, DN_REFUND_UNKNOWN, DS_PAID, DT_SAME, DM_SAME, DX_DEAD, "refund_status_unknown",
+    C(14, DN_REFUND_UNKNOWN, DS_PAID, DT_SAME, DM_SAME, DX_DEAD, "refund_status_unknown",
       "refund_status_unknown"),
-    C(14, DN_REFUND, DS_MISSING, DT_ORDER_NONE, DM_NA, DX_RETRY, "order not found", NULL),
-    C(15, DN_REFUND, DS_PAID, DT_OTHER, DM_REQ_MATCH, DX_SETTLE, "refund_other_payment", NULL),
+    C(15, DN_REFUND, DS_MISSING, DT_ORDER_NONE, DM_NA, DX_RETRY, "order not found", NULL),
+    C(16, DN_REFUND, DS_PAID, DT_OTHER, DM_REQ_MATCH, DX_SETTLE, "refund_other_payment", NULL),
     /* Whatever the order's state: a CLOSED order's paid-after-close refund settles. */
-    C(15, DN_REFUND_TOTAL, DS_CLOSED, DT_OTHER, DM_REQ_MATCH, DX_SETTLE, "refund_other_payment",
+    C(16, DN_REFUND_TOTAL, DS_CLOSED, DT_OTHER, DM_REQ_MATCH, DX_SETTLE, "refund_other_payment",
       NULL),
-    C(16, DN_REFUND, DS_CLOSED, DT_OTHER, DM_REQ_DIFFERS, DX_SETTLE, "refund_other_payment",
+    C(17, DN_REFUND, DS_CLOSED, DT_OTHER, DM_REQ_DIFFERS, DX_SETTLE, "refund_other_payment",
       "refund_request_mismatch"),
-    C(17, DN_REFUND, DS_PAID, DT_OTHER, DM_REQ_NONE, DX_SETTLE, "refund_before_payment", NULL),
-    C(18, DN_REFUND_TOTAL, DS_PAID, DT_OTHER, DM_REQ_SETTLED, DX_NOTHING, "duplicate", NULL),
-    C(19, DN_REFUND_FAILED, DS_PAID, DT_OTHER, DM_REQ_SETTLED, DX_REOPEN, "refund_reversed",
+    C(18, DN_REFUND, DS_PAID, DT_OTHER, DM_REQ_NONE, DX_SETTLE, "refund_before_payment", NULL),
+    C(19, DN_REFUND_TOTAL, DS_PAID, DT_OTHER, DM_REQ_SETTLED, DX_NOTHING, "duplicate", NULL),
+    C(20, DN_REFUND_FAILED, DS_PAID, DT_OTHER, DM_REQ_SETTLED, DX_REOPEN, "refund_reversed",
       "refund_reversed"),
-    C(20, DN_REFUND_FAILED, DS_CLOSED, DT_OTHER, DM_REQ_MATCH, DX_NOTHING, "refund_failed",
+    C(21, DN_REFUND_FAILED, DS_CLOSED, DT_OTHER, DM_REQ_MATCH, DX_NOTHING, "refund_failed",
       "refund_failed"),
-    C(21, DN_REFUND, DS_PENDING, DT_ORDER_NONE, DM_UP_FULL, DX_RETRY, "order not paid (PENDING)",
+    C(22, DN_REFUND, DS_PENDING, DT_ORDER_NONE, DM_UP_FULL, DX_RETRY, "order not paid (PENDING)",
       NULL),
-    C(22, DN_REFUND, DS_CLOSED, DT_ROW_NONE, DM_UP_FULL, DX_DEAD, "refund_unmatched",
+    C(23, DN_REFUND, DS_CLOSED, DT_ROW_NONE, DM_UP_FULL, DX_DEAD, "refund_unmatched",
       "refund_unmatched"),
-    C(23, DN_REFUND, DS_PAID, DT_SAME, DM_CURRENCY, DX_DEAD, "currency_mismatch",
+    C(24, DN_REFUND, DS_PAID, DT_SAME, DM_CURRENCY, DX_DEAD, "currency_mismatch",
       "currency_mismatch"),
-    C(24, DN_REFUND, DS_REFUNDING, DT_SAME, DM_KNOWN, DX_NOTHING, "duplicate", NULL),
-    C(24, DN_REFUND_FAILED, DS_PAID, DT_SAME, DM_KNOWN, DX_NOTHING, "duplicate", NULL),
-    C(25, DN_REFUND, DS_REFUNDED, DT_SAME, DM_EXCEEDS, DX_DEAD, "amount_mismatch",
+    C(25, DN_REFUND, DS_REFUNDING, DT_SAME, DM_KNOWN, DX_NOTHING, "duplicate", NULL),
+    C(25, DN_REFUND_FAILED, DS_PAID, DT_SAME, DM_KNOWN, DX_NOTHING, "duplicate", NULL),
+    C(26, DN_REFUND, DS_REFUNDED, DT_SAME, DM_EXCEEDS, DX_DEAD, "amount_mismatch",
       "amount_mismatch"),
-    C(26, DN_REFUND, DS_PAID, DT_SAME, DM_UP_PARTIAL, DX_LEDGER, "refund_partial", NULL),
+    C(27, DN_REFUND, DS_PAID, DT_SAME, DM_UP_PARTIAL, DX_LEDGER, "refund_partial", NULL),
     /* The merchant marked the order paid without a trade: its refunds are still its own. */
-    C(26, DN_REFUND_TOTAL, DS_PAID, DT_ORDER_NONE, DM_UP_PARTIAL, DX_LEDGER, "refund_partial",
+    C(27, DN_REFUND_TOTAL, DS_PAID, DT_ORDER_NONE, DM_UP_PARTIAL, DX_LEDGER, "refund_partial",
       NULL),
-    C(27, DN_REFUND, DS_REFUNDING, DT_SAME, DM_UP_FULL, DX_LEDGER, "refunded", NULL),
-    C(28, DN_REFUND_TOTAL, DS_REFUNDING, DT_SAME, DM_SAME, DX_LEDGER, "refund_covered", NULL),
-    C(29, DN_REFUND_FAILED, DS_REFUNDED, DT_SAME, DM_DOWN, DX_LEDGER, "refund_reversed",
+    C(28, DN_REFUND, DS_REFUNDING, DT_SAME, DM_UP_FULL, DX_LEDGER, "refunded", NULL),
+    C(29, DN_REFUND_TOTAL, DS_REFUNDING, DT_SAME, DM_SAME, DX_LEDGER, "refund_covered", NULL),
+    C(30, DN_REFUND_FAILED, DS_REFUNDED, DT_SAME, DM_DOWN, DX_LEDGER, "refund_reversed",
       "refund_reversed"),
-    C(30, DN_REFUND_FAILED, DS_PAID, DT_SAME, DM_SAME, DX_LEDGER, "refund_failed", "refund_failed"),
+    C(31, DN_REFUND_FAILED, DS_PAID, DT_SAME, DM_SAME, DX_LEDGER, "refund_failed", "refund_failed"),
     /* Combinations that cannot happen end dead and alarmed. */
-    C(31, DN_PAY, DS_PAID, DT_SAME, DM_DOWN, DX_DEAD, "decision_unexpected", "decision_unexpected"),
-    C(31, DN_REFUND, DS_PAID, DT_SAME, DM_DOWN, DX_DEAD, "decision_unexpected",
+    C(32, DN_PAY, DS_PAID, DT_SAME, DM_DOWN, DX_DEAD, "decision_unexpected", "decision_unexpected"),
+    C(32, DN_REFUND, DS_PAID, DT_SAME, DM_DOWN, DX_DEAD, "decision_unexpected",
       "decision_unexpected"),
 };
 
@@ -311,11 +314,21 @@ a_refund_failing_after_success_is_reversed(void **state)
 	    {DN_REFUND, "re_1", 10000, DM_UP_FULL, 10000},
 	    {DN_REFUND_FAILED, "re_1", 10000, DM_DOWN, 0},
 	};
+	/* WeChat Pay: ABNORMAL before SUCCESS changes nothing; an ABNORMAL or CLOSED delivered
+	 * after the SUCCESS of its refund is known, never a new fact. */
+	static const struct step d[] = {
+	    {DN_REFUND_ABNORMAL, "503", 10000, DM_SAME, 0},
+	    {DN_REFUND, "503", 10000, DM_UP_FULL, 10000},
+	    {DN_REFUND_ABNORMAL, "503", 10000, DM_KNOWN, 0},
+	    {DN_REFUND_CLOSED, "503", 10000, DM_KNOWN, 0},
+	    {DN_REFUND_CLOSED, "504", 10000, DM_SAME, 10000},
+	};
 
 	(void)state;
 	ledger_run(a, sizeof(a) / sizeof(a[0]), 10000);
 	ledger_run(b, sizeof(b) / sizeof(b[0]), 10000);
 	ledger_run(c, sizeof(c) / sizeof(c[0]), 10000);
+	ledger_run(d, sizeof(d) / sizeof(d[0]), 10000);
 }
 
 static void

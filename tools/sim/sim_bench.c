@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "msg.h"
 #include "sim.h"
 
 /* The statements below are copies of the daemons' own; keep them in step. */
@@ -97,7 +98,7 @@ one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 static enum db_rc
 one_process(struct db *db, unsigned long long id)
 {
-	char s[10][160], o[7][160], payload[600], event_id[300];
+	char s[10][160], o[7][160], payload[1200], event_id[MSG_EVENT_ID_MAX + 1];
 	struct db_in in1[1] = {DBI_I64(id)};
 	struct db_out st[4] = {DBO_I64(), DBO_I64(), DBO_I64(), DBO_I64()};
 	struct db_out row[10], ord[7];
@@ -124,7 +125,10 @@ one_process(struct db *db, unsigned long long id)
 			goto fail;
 	}
 	for (int k = 0; k < 2; k++) {
-		snprintf(event_id, sizeof(event_id), "%s|%s|%s", s[0], s[3], types[k]);
+		if (msg_event_id(s[0], s[3], types[k], NULL, event_id, sizeof(event_id)) < 0) {
+			rc = DB_FATAL;
+			goto fail;
+		}
 		snprintf(
 		    payload, sizeof(payload),
 		    "{\"v\":1,\"event_id\":\"%s\",\"event_type\":\"%s\",\"merchant_id\":\"%s\","

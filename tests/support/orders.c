@@ -1,0 +1,151 @@
+/*
+ * orders - the steps and questions of the processor's edge-case tests (see orders.h).
+ */
+#include "orders.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fixtures.h"
+#include "harness.h"
+
+static struct db *ord_db;
+static const struct conf *ord_cf;
+static struct fx_pub *ord_pub;
+
+void
+ord_use(struct db *db, const struct conf *cf, struct fx_pub *pub)
+{
+	ord_db = db;
+	ord_cf = cf;
+	ord_pub = pub;
+}
+
+unsigned long long
+ord_pay(const char *channel, const char *order, const char *trade, const char *amount,
+        const char *currency)
+{
+	struct fx_pos pos;
+	unsigned long long id =
+	    fx_pay_row(ord_db, ord_cf, ORD_M, channel, trade, order, amount, currency);
+
+	assert_true(id > 0);
+	assert_int_equal(fx_publish(ord_pub, NULL, 0, id, ORD_M, channel, order, 1,
+	                            RD_KAFKA_PARTITION_UA, &pos),
+	                 0);
+	assert_int_equal(fx_wait_row(ord_db, 0, id, 1, ORD_WAIT_MS), 0);
+	return id;
+}
+
+unsigned long long
+ord_refund(const char *channel, const char *order, const char *refund_no, const char *pay_trade,
+           const char *amount, int cumulative, const char *currency, const char *type,
+           const char *status)
+{
+	struct fx_pos pos;
+	unsigned long long id =
+	    fx_refund_row_status(ord_db, ord_cf, ORD_M, channel, refund_no, pay_trade, order,
+	                         amount, cumulative, currency, type, status);
+
+	assert_true(id > 0);
+	assert_int_equal(fx_publish(ord_pub, NULL, 1, id, ORD_M, channel, order, 1,
+	                            RD_KAFKA_PARTITION_UA, &pos),
+	                 0);
+	assert_int_equal(fx_wait_row(ord_db, 1, id, 1, ORD_WAIT_MS), 0);
+	return id;
+}
+
+long long
+ord_q1(const char *sql, const char *s)
+{
+	struct db_in in[1] = {DBI_STR(s)};
+
+	return harness_query_i64(ord_db, sql, in, 1);
+}
+
+const char *
+ord_qs(const char *sql, const char *s, char *buf, size_t cap)
+{
+	struct db_in in[1] = {DBI_STR(s)};
+	struct db_out out[1] = {DBO_STR(buf, cap)};
+	unsigned long long rows = 0;
+
+	if (db_query(ord_db, sql, in, 1, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0)
+		buf[0] = '\0';
+	return buf;
+}
+
+const char *
+ord_outcome(int refund, unsigned long long id, char *buf, size_t cap)
+{
+	struct db_in in[1] = {DBI_I64(id)};
+	struct db_out out[1] = {DBO_STR(buf, cap)};
+	unsigned long long rows = 0;
+
+	if (db_query(ord_db,
+	             refund ? "SELECT IFNULL(outcome, '') FROM refund_callback_log WHERE id = ?"
+	                    : "SELECT IFNULL(outcome, '') FROM pay_callback_log WHERE id = ?",
+	             in, 1, out, 1, NULL, NULL, &rows) != DB_OK ||
+	    rows == 0)
+		buf[0] = '\0';
+	return buf;
+}
+
+const char *
+ord_status(const char *order, char *buf, size_t cap)
+{
+	return ord_qs("SELECT status FROM orders WHERE out_trade_no = ?", order, buf, cap);
+}
+
+const char *
+ord_refunded(const char *order, char *buf, size_t cap)
+{
+	return ord_qs("SELECT CAST(refunded_amount AS CHAR) FROM orders WHERE out_trade_no = ?",
+	              order, buf, cap);
+}
+
+long long
+ord_events(const char *order, const char *type)
+{
+	struct db_in in[2] = {DBI_STR(order), DBI_STR(type)};
+
+	return harness_query_i64(ord_db,
+	                         "SELECT COUNT(*) FROM order_events WHERE out_trade_no = ? AND "
+	                         "event_type = ?",
+	                         in, 2);
+}
+
+long long
+ord_alerts(const char *order, const char *kind)
+{
+	struct db_in in[2] = {DBI_STR(order), DBI_STR(kind)};
+
+	return harness_query_i64(
+	    ord_db, "SELECT COUNT(*) FROM alerts WHERE out_trade_no = ? AND kind = ?", in, 2);
+}
+
+long long
+ord_ledger_mismatches(const char *prefix)
+{
+	/* refunded_amount is the ledger's total: max(applied singles, cumulative - failed). */
+	return ord_q1("SELECT COUNT(*) FROM orders o WHERE o.out_trade_no LIKE CONCAT(?, '%') AND "
+	              "o.refunded_amount <> (SELECT GREATEST(IFNULL(SUM(IF(r.kind = 'single' AND "
+	              "r.state = 'APPLIED', r.amount, 0)), 0), GREATEST(IFNULL(MAX(IF(r.kind = "
+	              "'cumulative', r.amount, 0)), 0) - IFNULL(SUM(IF(r.kind = 'single' AND "
+	              "r.state <> 'APPLIED', r.amount, 0)), 0), 0)) FROM order_refunds r WHERE "
+	              "r.merchant_id = o.merchant_id AND r.out_trade_no = o.out_trade_no)",
+	              prefix);
+}
+
+long long
+ord_refunds_pending(const char *prefix)
+{
+	return ord_q1("SELECT COUNT(*) FROM refund_callback_log WHERE out_trade_no LIKE "
+	              "CONCAT(?, '%') AND status = 0",
+	              prefix);
+}
