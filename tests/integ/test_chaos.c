@@ -8,7 +8,9 @@
  *
  * Refunds of every kind come too: full and partial Stripe refunds, a WeChat Pay refund
  * ABNORMAL then SUCCESS, one refund told by both Stripe families, the refund of a second
- * payment, and a Stripe refund that fails after it succeeded.
+ * payment, a Stripe refund that fails after it succeeded, the refund of a payment made after
+ * the order was closed, Alipay's cumulative refund totals, and a WeChat Pay partial refund
+ * followed by a CLOSED one.
  *
  * The liveness faults (issue 17) come as well: the dead-letter topic made unwritable (deleted,
  * the broker's auto-create being off, then recreated), a retry topic deleted and recreated,
@@ -76,7 +78,11 @@
  * K_REFUND: Stripe, refunded in full by refund.created; K_PARTIAL: 4.00 of it; K_WX_ABNORMAL:
  * WeChat Pay REFUND.ABNORMAL then REFUND.SUCCESS of one refund_id; K_BOTH: Stripe
  * refund.created and charge.refunded for the same 10.00; K_TWICE_REFUND: Stripe paid twice,
- * the second payment refunded; K_REVERSED: Stripe refund.created, then refund.failed.
+ * the second payment refunded; K_REVERSED: Stripe refund.created, then refund.failed;
+ * K_CLOSED_REFUND: WeChat Pay, a payment of a CLOSED order, then the channel's refund of it
+ * (it settles the refund request, never the order); K_ALI_CUMULATIVE: Alipay, refund_fee
+ * 4.00 then 10.00 (the trade's refunded total, the second closing it); K_WX_PARTIAL_CLOSED:
+ * WeChat Pay, a refund of 4.00 SUCCESS, then another of 6.00 CLOSED (no money moved).
  */
 enum kind {
 	K_NORMAL,
@@ -90,8 +96,15 @@ enum kind {
 	K_BOTH,
 	K_TWICE_REFUND,
 	K_REVERSED,
+	K_CLOSED_REFUND,
+	K_ALI_CUMULATIVE,
+	K_WX_PARTIAL_CLOSED,
 	K_NKINDS
 };
+static const char *const kind_names[] = {
+    "normal", "closed",   "twice",           "mismatch",          "forged",
+    "refund", "partial",  "wx_abnormal",     "both_families",     "twice_refund",
+    "reversed", "closed_refund", "ali_cumulative", "wx_partial_closed"};
 enum fault {
 	F_KILL_INGEST,
 	F_KILL_PROCESSOR,
@@ -202,9 +215,10 @@ stripe_refund(const struct job *j, struct chan_note *n, const char *type, const 
 	return chan_stripe_note(n, K.stripe_new, json, time(NULL));
 }
 
-/* wx_refund - a WeChat Pay refund notification of the whole 10.00, with status */
+/* wx_refund - a WeChat Pay refund notification of the payment: its id, fen, status */
 static int
-wx_refund(const struct job *j, struct chan_note *n, const char *status)
+wx_refund(const struct job *j, struct chan_note *n, const char *id, long long fen,
+          const char *status)
 {
 	char plain[768], event[32];
 
@@ -212,10 +226,25 @@ wx_refund(const struct job *j, struct chan_note *n, const char *status)
 	         "{\"mchid\":\"1900000001\",\"out_trade_no\":\"%s\",\"transaction_id\":"
 	         "\"%s\",\"out_refund_no\":\"R%s\",\"refund_id\":\"%s\",\"refund_status\":"
 	         "\"%s\",\"user_received_account\":\"x\",\"amount\":{\"total\":1000,"
-	         "\"refund\":1000,\"payer_total\":1000,\"payer_refund\":1000}}",
-	         j->order, j->trade[0], j->order, j->trade[1], status);
+	         "\"refund\":%lld,\"payer_total\":1000,\"payer_refund\":%lld}}",
+	         j->order, j->trade[0], id, id, status, fen, fen);
 	snprintf(event, sizeof(event), "REFUND.%s", status);
 	return chan_wx_note(&K, n, K.wx_cert_key, K.wx_serial, event, plain, time(NULL));
+}
+
+/* ali_refund - an Alipay refund notification: the trade's refunded total after request biz */
+static int
+ali_refund(const struct job *j, struct chan_note *n, const char *biz, const char *fee, int full)
+{
+	const char *k[] = {"notify_time", "notify_type", "notify_id",    "app_id",
+	                   "charset",     "version",     "trade_no",     "out_trade_no",
+	                   "trade_status", "total_amount", "out_biz_no", "refund_fee",
+	                   "gmt_refund"};
+	const char *v[] = {"2026-12-02 10:05:00", "trade_status_sync", biz,  "2021000000000001",
+	                   "utf-8", "1.0", j->trade[0], j->order, full ? "TRADE_CLOSED" : "TRADE_SUCCESS",
+	                   "10.00", biz, fee, "2026-12-02 10:05:00"};
+
+	return chan_ali_note(n, K.ali_key, k, v, 13);
 }
 
 static int
@@ -247,7 +276,15 @@ build(const struct job *j, int which, struct chan_note *n)
 		                     j->trade[1], j->trade[0], 1000,
 		                     which == 1 ? "succeeded" : "failed");
 	case K_WX_ABNORMAL:
-		return wx_refund(j, n, which == 1 ? "ABNORMAL" : "SUCCESS");
+		return wx_refund(j, n, j->trade[1], 1000, which == 1 ? "ABNORMAL" : "SUCCESS");
+	case K_CLOSED_REFUND:
+		return wx_refund(j, n, j->trade[1], 1000, "SUCCESS");
+	case K_WX_PARTIAL_CLOSED:
+		return which == 1 ? wx_refund(j, n, j->trade[1], 400, "SUCCESS")
+		                  : wx_refund(j, n, j->trade[2], 600, "CLOSED");
+	case K_ALI_CUMULATIVE:
+		return which == 1 ? ali_refund(j, n, j->trade[1], "4.00", 0)
+		                  : ali_refund(j, n, j->trade[2], "10.00", 1);
 	case K_TWICE_REFUND:
 		if (which == 2)
 			return stripe_refund(j, n, "refund.created", j->trade[2], j->trade[1], 1000,
@@ -699,7 +736,9 @@ load_with_faults(void **state)
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
 		struct db_in in[3] = {DBI_STR(j->order), DBI_STR(j->channel == 2 ? "USD" : "CNY"),
-				      DBI_STR(j->kind == K_CLOSED ? "CLOSED" : "PENDING")};
+				      DBI_STR(j->kind == K_CLOSED || j->kind == K_CLOSED_REFUND
+				                      ? "CLOSED"
+				                      : "PENDING")};
 		if (j->kind == K_FORGED)
 			continue;
 		assert_int_equal(db_exec(&db, "INSERT INTO orders (merchant_id, out_trade_no, amount, "
@@ -790,7 +829,17 @@ want_of(enum kind k, struct want *w)
 		*w = (struct want){"REFUNDED", 1000, 1, 1, 1, 1, 1, 0, 0, NULL};
 		break;
 	case K_PARTIAL:
+	case K_WX_PARTIAL_CLOSED:
 		*w = (struct want){"REFUNDING", 400, 1, 1, 1, 0, 0, 0, 0, NULL};
+		break;
+	case K_CLOSED_REFUND:
+		/* Refunded by the channel, before or after its payment was processed. */
+		*w = (struct want){"CLOSED", 0, 0, 0, 0, 0, 0, 0, 1, "DONE"};
+		break;
+	case K_ALI_CUMULATIVE:
+		/* 4.00 then the rest: two order.refund events, or one if the total of 10.00 was
+		 * applied first and the older 4.00 found covered. */
+		*w = (struct want){"REFUNDED", 1000, 1, 1, 2, 1, 1, 0, 0, NULL};
 		break;
 	case K_REVERSED:
 		/* Its failure may be processed before its success (a retried row is not held
@@ -1010,6 +1059,14 @@ invariants_hold_when_quiet(void **state)
 	printf("# seed=%u load_seconds=%d\n# faults:", seed, load_seconds);
 	for (int f = 0; f < F_NFAULTS; f++)
 		printf(" %s=%d", fault_names[f], faults[f]);
+	printf("\n# kinds:");
+	for (int k = 0; k < K_NKINDS; k++) {
+		int n = 0;
+
+		for (int i = 0; i < njobs; i++)
+			n += jobs[i].kind == (enum kind)k;
+		printf(" %s=%d", kind_names[k], n);
+	}
 	printf("\n# jobs=%d not_sent=%lld sent=%d acknowledged=%d processed=%lld "
 	       "dead_lettered=%lld forged_refused=%d pending=%lld lost=%lld doubled=%lld "
 	       "wrong=%lld second_payment_first=%lld\n",
@@ -1428,20 +1485,29 @@ setup_pipeline(void)
 	jobs = calloc((size_t)njobs, sizeof(*jobs));
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
-		int r = rand() % 26;
+		int r = rand() % 29;
 		static const enum kind by_draw[] = {
-		    K_CLOSED,  K_TWICE,       K_MISMATCH, K_FORGED,       K_REFUND,
-		    K_PARTIAL, K_WX_ABNORMAL, K_BOTH,     K_TWICE_REFUND, K_REVERSED};
+		    K_CLOSED,   K_TWICE,         K_MISMATCH,       K_FORGED,
+		    K_REFUND,   K_PARTIAL,       K_WX_ABNORMAL,    K_BOTH,
+		    K_TWICE_REFUND, K_REVERSED, K_CLOSED_REFUND, K_ALI_CUMULATIVE,
+		    K_WX_PARTIAL_CLOSED};
 		j->kind = r < (int)(sizeof(by_draw) / sizeof(by_draw[0])) ? by_draw[r] : K_NORMAL;
-		/* The Stripe refund kinds are Stripe's, the ABNORMAL one WeChat Pay's. */
-		j->channel = j->kind == K_WX_ABNORMAL ? 0
+		/* The Stripe refund kinds are Stripe's, the ABNORMAL, CLOSED and paid-after-close
+		 * ones WeChat Pay's, the cumulative one Alipay's. */
+		j->channel = j->kind == K_WX_ABNORMAL || j->kind == K_CLOSED_REFUND ||
+		                     j->kind == K_WX_PARTIAL_CLOSED
+		                 ? 0
+		             : j->kind == K_ALI_CUMULATIVE ? 1
 		             : j->kind == K_REFUND || j->kind == K_PARTIAL || j->kind == K_BOTH ||
 		                     j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
 		                 ? 2
 		                 : rand() % 3;
-		j->nnotes = j->kind == K_TWICE || j->kind == K_REFUND || j->kind == K_PARTIAL ? 2
+		j->nnotes = j->kind == K_TWICE || j->kind == K_REFUND || j->kind == K_PARTIAL ||
+		                    j->kind == K_CLOSED_REFUND
+		                ? 2
 		            : j->kind == K_WX_ABNORMAL || j->kind == K_BOTH ||
-		                    j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
+		                    j->kind == K_TWICE_REFUND || j->kind == K_REVERSED ||
+		                    j->kind == K_ALI_CUMULATIVE || j->kind == K_WX_PARTIAL_CLOSED
 		                ? 3
 		                : 1;
 		j->copies = 1 + rand() % 3;
