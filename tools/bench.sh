@@ -83,11 +83,6 @@ bin/paycb-sim keys --out "$B/keys" --conf "$CONF" --base "$base" >/dev/null \
 	--set ingest.max_inflight=1100 --set ingest.max_unverified=1100 \
 	--set retrier.sweep_interval_s=1 --set "retrier.admin_port=$RETRIER_ADMIN" \
 	--set processor.admin_port=0
-# The simulator signs Stripe test-mode events (livemode false), so its merchants are test-mode
-# merchants (docs/ingest.md, "Unroutable notifications"); until paycb-sim writes the setting
-# itself, it is added before every stripe secret_files line of the generated file (unless the
-# file already has it).
-grep -q test_mode "$CONF" || sed -i 's/^\([[:space:]]*\)secret_files = /\1test_mode = true;\n&/' "$CONF"
 # Ingest's own phase publishes under another prefix, so the processors of phase 3 start
 # with exactly the backlog they are measured on.
 bin/paycb-sim conf --base "$CONF" --out "$B/ingest-only.conf" --set kafka.topic_prefix=pbench_ingest

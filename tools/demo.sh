@@ -94,11 +94,6 @@ cmd_run() {
 		--set retry.lease_margin_s=60 --set retrier.sweep_interval_s=1 \
 		--set "retrier.admin_port=$RETRIER_ADMIN" --set "processor.admin_port=$P1_ADMIN" \
 		--set kafka.group_id=paycb-demo
-	# The simulator signs Stripe test-mode events (livemode false), so its merchants are test-mode
-	# merchants (docs/ingest.md, "Unroutable notifications"); until paycb-sim writes the setting
-	# itself, it is added before every stripe secret_files line of the generated file (unless the
-	# file already has it).
-	grep -q test_mode "$CONF" || sed -i 's/^\([[:space:]]*\)secret_files = /\1test_mode = true;\n&/' "$CONF"
 	bin/paycb-sim conf --base "$CONF" --out "$DEMO/processor-2.conf" --set "processor.admin_port=$P2_ADMIN"
 	bin/paycb-migrate -c "$CONF" --create-db >"$DEMO/log/migrate.log" 2>&1 ||
 		{ tail -n 20 "$DEMO/log/migrate.log"; exit 1; }

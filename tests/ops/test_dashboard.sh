@@ -70,11 +70,6 @@ bin/paycb-sim keys --out "$T/keys" --conf "$CONF" --base "$BASE" \
 	--set retry.lease_margin_s=1 --set retrier.sweep_interval_s=1 \
 	--set "retrier.admin_port=$RETRIER_ADMIN" --set "processor.admin_port=$PROC_ADMIN" \
 	>"$T/keys.log" 2>&1 || { not_ok "simulator keys and configuration"; diag "$(cat "$T/keys.log")"; finish; }
-# The simulator signs Stripe test-mode events (livemode false), so its merchants are test-mode
-# merchants (docs/ingest.md, "Unroutable notifications"); until paycb-sim writes the setting
-# itself, it is added before every stripe secret_files line of the generated file (unless the
-# file already has it).
-grep -q test_mode "$CONF" || sed -i 's/^\([[:space:]]*\)secret_files = /\1test_mode = true;\n&/' "$CONF"
 bin/paycb-migrate -c "$CONF" --create-db >"$T/migrate.log" 2>&1 ||
 	{ not_ok "migrate"; diag "$(tail -5 "$T/migrate.log")"; finish; }
 check "ingest starts" pl_start ingest "$CONF" paycb-ingest "$INGEST_ADMIN"

@@ -166,7 +166,11 @@ add_merchant(config_setting_t *list, const struct sim_mfiles *f)
 	    (a = config_setting_add(g, "public_key_files", CONFIG_TYPE_ARRAY)) == NULL ||
 	    config_setting_set_string_elem(a, -1, f->ali_pub) == NULL)
 		return -1;
+	/* The simulator is a test environment: its Stripe events say livemode false, so its
+	 * merchants are test-mode merchants (docs/ingest.md, "Unroutable notifications"). */
 	if ((g = config_setting_add(m, "stripe", CONFIG_TYPE_GROUP)) == NULL ||
+	    (k = config_setting_add(g, "test_mode", CONFIG_TYPE_BOOL)) == NULL ||
+	    config_setting_set_bool(k, 1) == CONFIG_FALSE ||
 	    (a = config_setting_add(g, "secret_files", CONFIG_TYPE_ARRAY)) == NULL ||
 	    config_setting_set_string_elem(a, -1, f->stripe[0]) == NULL ||
 	    config_setting_set_string_elem(a, -1, f->stripe[1]) == NULL)

@@ -234,10 +234,11 @@ sign_stripe(const struct sim_merchant *m, const struct sim_note *n, time_t now, 
 		return -1;
 	if (n->rstatus == RS_FAILED)
 		json_object_set_new(obj, "failure_reason", json_string("expired_or_canceled_card"));
-	/* The merchant's endpoint is a live one: its events say livemode true. */
+	/* The simulator is a test environment: its events say livemode false, as Stripe's test
+	 * mode does, and its merchants are configured with stripe.test_mode (sim_conf.c). */
 	ev = json_pack("{s:s, s:s, s:s, s:I, s:b, s:i, s:{s:n, s:n}, s:s, s:{s:o}}", "id", evt,
 	               "object", "event", "api_version", "2024-06-20", "created", (json_int_t)now,
-	               "livemode", 1, "pending_webhooks", 1, "request", "id", "idempotency_key",
+	               "livemode", 0, "pending_webhooks", 1, "request", "id", "idempotency_key",
 	               "type", stripe_type(n), "data", "object", obj);
 	if (ev != NULL && n->account[0] != '\0')
 		json_object_set_new(ev, "account", json_string(n->account));
