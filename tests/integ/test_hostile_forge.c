@@ -14,6 +14,10 @@
  *     log), and ready again once it is back; with admin_token_file every admin path asks for
  *     the bearer token.
  *
+ * The forged Alipay bodies and log values are sent again and again for 1.5 s while genuine
+ * notifications of all three channels are sent beside them (tests/support/genuine.c): every
+ * genuine one must be stored and answered within the channel's budget.
+ *
  * The database is reached through a TCP proxy in this program that can be cut (the same
  * proxy as test_processor_outage's), so the real server, which others use, is never touched.
  */
@@ -38,6 +42,7 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "genuine.h"
 #include "harness.h"
 
 static struct conf cf;
@@ -197,8 +202,8 @@ px_stop(void)
 static long long
 stored_rows(void)
 {
-	return chan_rows(&db, "pay_callback_log") + chan_rows(&db, "refund_callback_log") +
-	       chan_rows(&db, "unroutable");
+	return chan_rows(&db, "pay_callback_log WHERE " GENUINE_NOT) +
+	       chan_rows(&db, "refund_callback_log") + chan_rows(&db, "unroutable");
 }
 
 /* The value of the metric line starting with name{labels} on ingest's /metrics, or -1. */
@@ -241,6 +246,10 @@ pct(char *out, size_t cap, const char *s)
 	out[o] = '\0';
 }
 
+/* Each forged request is sent again and again for this long while genuine notifications are
+ * sent beside it (tests/support/genuine.c), so both meet in ingest. */
+#define ATTACK_MS 1500
+
 /* ---- Alipay: one signature, one meaning -------------------------------------------------- */
 
 static void
@@ -259,7 +268,9 @@ alipay_resplit_of_a_signed_body_is_refused(void **state)
 	char tail[512], body[4096];
 	const char *sign, *stype;
 	struct chan_note n;
-	long long rows = stored_rows(), refused = metric(AMBIGUOUS);
+	struct genuine g;
+	long long rows = stored_rows(), refused = metric(AMBIGUOUS), end;
+	int rounds = 0;
 
 	(void)state;
 	refused = refused < 0 ? 0 : refused; /* the series appears with its first count */
@@ -275,15 +286,21 @@ alipay_resplit_of_a_signed_body_is_refused(void **state)
 	         "out_trade_no=O-RS-1&subject=x&total_amount=0.01&trade_no=T-FAKE&"
 	         "trade_status=TRADE_SUCCESS&u=%s%s%s",
 	         tail, stype, sign);
-	post_alipay(body);
-	if (R.status != 400 || strcmp(R.body, "fail") != 0)
-		fail_msg("re-split body: got %d '%s', want 400 'fail'", R.status, R.body);
-	/* The signed original is refused too: which reading was meant cannot be told. */
-	post_alipay(n.body);
-	if (R.status != 400 || strcmp(R.body, "fail") != 0)
-		fail_msg("signed original: got %d '%s', want 400 'fail'", R.status, R.body);
+	genuine_start(&g, &K, port, "r");
+	end = harness_now_ms() + ATTACK_MS;
+	do {
+		post_alipay(body);
+		if (R.status != 400 || strcmp(R.body, "fail") != 0)
+			fail_msg("re-split body: got %d '%s', want 400 'fail'", R.status, R.body);
+		/* The signed original is refused too: which reading was meant cannot be told. */
+		post_alipay(n.body);
+		if (R.status != 400 || strcmp(R.body, "fail") != 0)
+			fail_msg("signed original: got %d '%s', want 400 'fail'", R.status, R.body);
+		rounds++;
+	} while (harness_now_ms() < end);
+	genuine_check(&g, &db, 5, "re-split Alipay bodies");
 	assert_int_equal(stored_rows(), rows);
-	assert_int_equal(metric(AMBIGUOUS), refused + 2);
+	assert_int_equal(metric(AMBIGUOUS), refused + 2 * rounds);
 	free(n.body);
 }
 
@@ -291,18 +308,28 @@ static void
 alipay_repeated_parameter_is_refused(void **state)
 {
 	struct chan_note n;
+	struct genuine g;
 	char *body;
-	long long rows = stored_rows(), refused = metric(AMBIGUOUS);
+	long long rows = stored_rows(), refused = metric(AMBIGUOUS), end;
+	int rounds = 0;
 
 	(void)state;
+	refused = refused < 0 ? 0 : refused;
 	assert_int_equal(chan_ali_pay(&n, "O-REP-1", "T-REP-1", "1.00", K.ali_key), 0);
 	body = malloc(n.len + 64);
 	snprintf(body, n.len + 64, "%s&out_trade_no=O-REP-2", n.body);
-	post_alipay(body);
-	if (R.status != 400 || strcmp(R.body, "fail") != 0)
-		fail_msg("repeated parameter: got %d '%s', want 400 'fail'", R.status, R.body);
+	genuine_start(&g, &K, port, "p");
+	end = harness_now_ms() + ATTACK_MS;
+	do {
+		post_alipay(body);
+		if (R.status != 400 || strcmp(R.body, "fail") != 0)
+			fail_msg("repeated parameter: got %d '%s', want 400 'fail'", R.status,
+			         R.body);
+		rounds++;
+	} while (harness_now_ms() < end);
+	genuine_check(&g, &db, 5, "repeated Alipay parameters");
 	assert_int_equal(stored_rows(), rows);
-	assert_int_equal(metric(AMBIGUOUS), refused + 1);
+	assert_int_equal(metric(AMBIGUOUS), refused + rounds);
 	free(body);
 	free(n.body);
 }
@@ -317,19 +344,26 @@ signed_value_cannot_forge_log_pairs(void **state)
 	    "\"type\":\"customer.created event=reserved merchant=evil amount=1000000\","
 	    "\"data\":{\"object\":{\"id\":\"cus_1\",\"object\":\"customer\"}}}";
 	struct chan_note n;
-	long long rows = stored_rows();
+	struct genuine g;
+	long long rows = stored_rows(), end;
 	char *text = NULL;
 	size_t cap = 0;
 	FILE *fp;
-	int lines = 0, forged = 0, escaped = 0;
+	int lines = 0, forged = 0, escaped = 0, rounds = 0;
 	ssize_t len;
 
 	(void)state;
-	assert_int_equal(chan_stripe_note(&n, K.stripe_new, json, time(NULL)), 0);
-	assert_int_equal(chan_post(port, "/pay/callback/stripe", &n, &R), 0);
-	assert_int_equal(R.status, 200); /* authentic, of a type paycb ignores */
+	genuine_start(&g, &K, port, "l");
+	end = harness_now_ms() + ATTACK_MS;
+	do {
+		assert_int_equal(chan_stripe_note(&n, K.stripe_new, json, time(NULL)), 0);
+		assert_int_equal(chan_post(port, "/pay/callback/stripe", &n, &R), 0);
+		assert_int_equal(R.status, 200); /* authentic, of a type paycb ignores */
+		free(n.body);
+		rounds++;
+	} while (harness_now_ms() < end);
+	genuine_check(&g, &db, 5, "forged log values");
 	assert_int_equal(stored_rows(), rows);
-	free(n.body);
 	assert_non_null(fp = fopen(log_path, "r"));
 	while ((len = getline(&text, &cap, fp)) > 0) {
 		if (strstr(text, "event=ignored") == NULL)
@@ -343,9 +377,9 @@ signed_value_cannot_forge_log_pairs(void **state)
 	}
 	fclose(fp);
 	free(text);
-	assert_true(lines >= 1);
+	assert_true(lines >= rounds);
 	assert_int_equal(forged, 0);
-	assert_int_equal(escaped, 1);
+	assert_int_equal(escaped, rounds);
 }
 
 /* ---- secret files ------------------------------------------------------------------------ */
