@@ -95,7 +95,7 @@ ingest_precheck(const struct ingest_req *req, char *reason, size_t rlen)
 	case CH_WXPAY:
 		return wx_precheck(&req->im->wx, req->hdrs, req->nhdrs, time(NULL), reason, rlen);
 	case CH_ALIPAY:
-		return ali_precheck(req->body, req->len, reason, rlen);
+		return ali_precheck(&req->im->ali, req->body, req->len, reason, rlen);
 	default:
 		return stripe_precheck(req->hdrs, req->nhdrs, reason, rlen);
 	}

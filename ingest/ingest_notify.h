@@ -137,13 +137,15 @@ struct stripe_merchant {
 /*
  * Cheap checks of a request's shape, run by the HTTP front before a request takes a slot:
  * headers present and well-formed, a fresh WeChat timestamp, a known serial and a signature
- * of the key's length, an Alipay body of at most ALI_PARAMS_MAX (64) parameters. Each is a
+ * of the key's length, an Alipay body of at most ALI_PARAMS_MAX (64) parameters whose sign is
+ * base64 of the length of one of the merchant's keys' signatures. Each is a
  * subset of its verifier with the same verdict, so a request refused here would have been
  * refused there with the same answer. No RSA, no MAC, no parsing of the body.
  */
 enum verr wx_precheck(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs, time_t now,
                       char *reason, size_t rlen);
-enum verr ali_precheck(const uint8_t *body, size_t len, char *reason, size_t rlen);
+enum verr ali_precheck(const struct ali_merchant *, const uint8_t *body, size_t len, char *reason,
+                       size_t rlen);
 enum verr stripe_precheck(const struct http_hdr *, size_t nhdrs, char *reason, size_t rlen);
 enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
                           const uint8_t *body, size_t len, time_t now, struct notify *out,

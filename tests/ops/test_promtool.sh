@@ -17,7 +17,17 @@ out=$(promtool check rules "$P/paycb-rules.yml" 2>&1)
 check "promtool check rules paycb-rules.yml" test $? -eq 0 || diag "$out"
 out=$(cd "$P" && promtool test rules paycb-rules.test.yml 2>&1)
 check "promtool test rules paycb-rules.test.yml" test $? -eq 0 || diag "$out"
-out=$(cd "$P" && promtool check config prometheus.yml 2>&1)
+# The scrape jobs read the admin token from a file promtool wants to exist: check a copy
+# that points at a token of this run's.
+T=$(mktemp -d /tmp/paycb-promtool.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cp "$P/paycb-rules.yml" "$T/"
+printf 'test-token\n' >"$T/token"
+sed "s|/etc/prometheus/paycb_admin_token|$T/token|" "$P/prometheus.yml" >"$T/prometheus.yml"
+check "every scrape job sends the admin token" \
+	test "$(grep -c 'credentials_file: /etc/prometheus/paycb_admin_token' "$P/prometheus.yml")" \
+	-eq "$(grep -c 'job_name:' "$P/prometheus.yml")"
+out=$(cd "$T" && promtool check config prometheus.yml 2>&1)
 check "promtool check config prometheus.yml (loads the rules)" test $? -eq 0 || diag "$out"
 
 mapfile -t alerts < <(sed -n 's/^ *- alert: *\([A-Za-z0-9_]*\).*/\1/p' "$P/paycb-rules.yml")

@@ -736,6 +736,58 @@ test_ali_hostile_forms(void **state)
 	free(b);
 }
 
+/* The cheap check before a slot refuses only what the verifier refuses, with its verdict. */
+static void
+test_ali_precheck_agrees_with_the_verifier(void **state)
+{
+	char *b = ali_body(K[0], ALI_COMMON "trade_status=TRADE_SUCCESS\ntotal_amount=88.88");
+	char *sign = strstr(b, "&sign="), *e;
+	struct notify n;
+	char pr[128];
+	static const char *const short_sign = /* base64 of 128 bytes: an RSA-1024 size */
+	    "&sign=QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"
+	    "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB"
+	    "QUFBQUFBQUFBQUFBQUFB";
+
+	(void)state;
+	assert_non_null(sign);
+	assert_verr(ali_precheck(&ALM, (const uint8_t *)b, strlen(b), pr, sizeof(pr)), VERR_OK);
+	assert_verr(ali_run(b, &n), VERR_OK);
+	/* A wrong signature of the right length passes; only the verifier can tell. */
+	e = ali_replace(b, "total_amount=88.88", "total_amount=88.89");
+	assert_verr(ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)), VERR_OK);
+	assert_verr(ali_run(e, &n), VERR_SIGNATURE);
+	free(e);
+	/* A signature no key of the merchant makes, none at all, and one that is not base64. */
+	{
+		const char *const tails[] = {short_sign, "&signature=x", "&sign=QUFB="};
+
+		for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+			size_t keep = (size_t)(sign - b);
+
+			e = malloc(keep + strlen(tails[i]) + 1);
+			memcpy(e, b, keep);
+			strcpy(e + keep, tails[i]);
+			assert_verr(ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)),
+			            VERR_SIGNATURE);
+			assert_verr(ali_run(e, &n), VERR_SIGNATURE);
+			free(e);
+		}
+	}
+	assert_true(strstr(pr, "sign") != NULL);
+	/* A malformed escape is the form decoder's verdict in both. */
+	e = ali_replace(b, "&sign=", "&sign=%ZZ");
+	assert_verr(ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)), VERR_BODY);
+	assert_verr(ali_run(e, &n), VERR_BODY);
+	free(e);
+	/* A truncated signature: refused before the slot, as the verifier refuses it. */
+	b[strlen(b) - 3] = '\0';
+	assert_verr(ali_precheck(&ALM, (const uint8_t *)b, strlen(b), pr, sizeof(pr)),
+	            VERR_SIGNATURE);
+	assert_verr(ali_run(b, &n), VERR_SIGNATURE);
+	free(b);
+}
+
 static void
 test_ali_non_utf8_wrong_app_and_amounts(void **state)
 {
@@ -1202,6 +1254,7 @@ main(void)
 	    cmocka_unit_test(test_ali_payment_and_key_rotation),
 	    cmocka_unit_test(test_ali_refunds_partial_full_and_ignored),
 	    cmocka_unit_test(test_ali_hostile_forms),
+	    cmocka_unit_test(test_ali_precheck_agrees_with_the_verifier),
 	    cmocka_unit_test(test_ali_non_utf8_wrong_app_and_amounts),
 	    cmocka_unit_test(test_stripe_payment_and_secret_rotation),
 	    cmocka_unit_test(test_stripe_checkout_and_refunds),
