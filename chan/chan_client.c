@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "chan_int.h"
+#include "clock.h"
 #include "money.h"
 
 #ifndef PAYCB_VERSION
@@ -247,15 +248,15 @@ int
 chan_send(struct chan_client *c, const struct chan_http_req *req, struct chan_http_resp *resp,
           struct chan_result *r)
 {
-	long long deadline = chan_mono_ms() + c->rate_wait_max_ms;
+	long long deadline = clock_mono_ms() + c->rate_wait_max_ms;
 	const char *v;
 	long wait;
 
 	/* Waiting here is bounded; a caller that cannot wait gets CHAN_RETRY, nothing sent. */
-	while ((wait = chan_rate_take(c->rate, chan_mono_ms())) > 0) {
+	while ((wait = chan_rate_take(c->rate, clock_mono_ms())) > 0) {
 		struct timespec ts;
 
-		if (chan_mono_ms() + wait > deadline)
+		if (clock_mono_ms() + wait > deadline)
 			return chan_res(r, CHAN_RETRY, "rate_limited", "local rate limit");
 		ts.tv_sec = wait / 1000;
 		ts.tv_nsec = (wait % 1000) * 1000000L;
@@ -271,7 +272,7 @@ chan_send(struct chan_client *c, const struct chan_http_req *req, struct chan_ht
 		r->retry_after_s = s > 0 && s < 86400 ? (int)s : 0;
 	}
 	if (resp->status == 429)
-		chan_rate_pause(c->rate, chan_mono_ms(),
+		chan_rate_pause(c->rate, clock_mono_ms(),
 		                r->retry_after_s > 0 ? r->retry_after_s * 1000L : 1000L);
 	return 0;
 }

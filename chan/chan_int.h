@@ -76,7 +76,6 @@ void chan_rate_put(struct chan_rate *);
 long chan_rate_take(struct chan_rate *, long long now_ms);
 /* Empties the bucket for pause_ms (the channel said 429). */
 void chan_rate_pause(struct chan_rate *, long long now_ms, long pause_ms);
-long long chan_mono_ms(void);
 
 /* ---- the client and its helpers (chan_client.c) --------------------------------------- */
 

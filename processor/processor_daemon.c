@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "ladder.h"
 #include "log.h"
@@ -192,8 +193,7 @@ proc_free_bounded(struct proc *p)
 		proc_free(p);
 		return;
 	}
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += PROC_FREE_WAIT_S;
+	clock_deadline(&dl, PROC_FREE_WAIT_S * 1000);
 	if (pthread_timedjoin_np(t, NULL, &dl) != 0) {
 		log_warn(NULL, "event=destroy_stuck waited_s=%d action=exit", PROC_FREE_WAIT_S);
 		pthread_detach(t);

@@ -83,7 +83,6 @@ extern struct recon_metrics recon_mx;
 int recon_d_init(const struct conf *cf, void **state);
 int recon_d_loop(void *state);
 int recon_d_drain(void *state);
-long long recon_now_ms(void);
 
 /* reconciler_clients.c */
 int recon_clients_open(struct reconciler *r, char *err, size_t errlen);

@@ -10,21 +10,13 @@
 #include <time.h>
 
 #include "admin.h"
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 #include "metrics.h"
 #include "reconciler.h"
 
 struct recon_metrics recon_mx;
-
-long long
-recon_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 recon_metrics_init(void)
@@ -151,7 +143,7 @@ static int
 recon_cycle(struct reconciler *r, int *more)
 {
 	struct recon_counts c;
-	long long t0 = recon_now_ms();
+	long long t0 = clock_mono_ms();
 	int rc = 0, full = 0;
 
 	memset(&c, 0, sizeof(c));
@@ -167,7 +159,7 @@ recon_cycle(struct reconciler *r, int *more)
 	*more |= full;
 	if (recon_refund_gauges(r) != 0)
 		rc = -1;
-	metrics_observe_us(recon_mx.cycle_us, (recon_now_ms() - t0) * 1000);
+	metrics_observe_us(recon_mx.cycle_us, (clock_mono_ms() - t0) * 1000);
 	if (rc != 0)
 		metrics_inc(recon_mx.cycle_errors, 1);
 	atomic_store(&r->ready, rc == 0);
@@ -179,7 +171,7 @@ recon_cycle(struct reconciler *r, int *more)
 		         "queried=%lld recovered=%lld closes=%lld closed=%lld ms=%lld",
 		         c.refunds_due, c.refunds_leased, c.refunds_lost_race, c.submitted, c.done,
 		         c.failed, c.retried, c.unknown, c.stuck_alerts, c.orders_queried,
-		         c.recovered, c.closes, c.closed, recon_now_ms() - t0);
+		         c.recovered, c.closes, c.closed, clock_mono_ms() - t0);
 	return rc;
 }
 
@@ -187,7 +179,7 @@ int
 recon_d_loop(void *state)
 {
 	struct reconciler *r = state;
-	long long now = recon_now_ms();
+	long long now = clock_mono_ms();
 	int more = 0;
 
 	if (now < r->next_cycle_ms) {

@@ -88,7 +88,6 @@ int retrier_d_init(const struct conf *cf, void **state);
 int retrier_d_loop(void *state);
 int retrier_d_drain(void *state);
 const char *retrier_log_name(enum rlog lg);
-long long retrier_now_ms(void);
 
 /* retrier_sweep.c: leases and republishes due rows of one log. */
 extern const char *const retrier_sql_due[RLOG_N];

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "clock.h"
 #include "daemon.h"
 #include "ladder.h"
 #include "log.h"
@@ -23,15 +24,6 @@
 #include "retrier.h"
 
 struct retrier_metrics retrier_mx;
-
-long long
-retrier_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *
 retrier_log_name(enum rlog lg)
@@ -157,7 +149,7 @@ retrier_open(const struct conf *cf, struct retrier **out, char *err, size_t errl
 		return EXIT_SOFTWARE;
 	}
 	r->cf = cf;
-	r->rng = (unsigned)getpid() ^ (unsigned)retrier_now_ms();
+	r->rng = (unsigned)getpid() ^ (unsigned)clock_mono_ms();
 	conf_topic(cf, "callbacks", r->topic_main, sizeof(r->topic_main));
 	conf_topic(cf, "callbacks.dlq", r->topic_dlq, sizeof(r->topic_dlq));
 	conf_topic(cf, "order-events", r->topic_events, sizeof(r->topic_events));
@@ -203,13 +195,13 @@ int
 retrier_cycle(struct retrier *r, int *more)
 {
 	struct retrier_counts c;
-	long long t0 = retrier_now_ms();
-	struct timespec a, b;
+	long long t0 = clock_mono_ms();
+	long long a, b;
 	int rc = 0, full;
 
 	memset(&c, 0, sizeof(c));
 	*more = 0;
-	clock_gettime(CLOCK_MONOTONIC, &a);
+	a = clock_mono_us();
 	if (retrier_alarm_check(r, &c) != 0)
 		rc = -1;
 	if (retrier_old_check(r, &c) != 0)
@@ -232,9 +224,8 @@ retrier_cycle(struct retrier *r, int *more)
 			rc = -1;
 	if (retrier_gauges(r) != 0)
 		rc = -1;
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	metrics_observe_us(retrier_mx.sweep_us, (long long)(b.tv_sec - a.tv_sec) * 1000000 +
-	                                            (b.tv_nsec - a.tv_nsec) / 1000);
+	b = clock_mono_us();
+	metrics_observe_us(retrier_mx.sweep_us, b - a);
 	if (rc != 0)
 		metrics_inc(retrier_mx.cycle_errors, 1);
 	atomic_store(&r->ready, rc == 0);
@@ -246,7 +237,7 @@ retrier_cycle(struct retrier *r, int *more)
 		         "stuck=%lld old=%lld old_alerted=%lld storms=%lld ms=%lld",
 		         c.due, c.leased, c.lost_race, c.republished, c.failed, c.dead, c.dlq_sent,
 		         c.outbox_sent, c.purged, c.stuck, c.old, c.old_alerted, c.storms,
-		         retrier_now_ms() - t0);
+		         clock_mono_ms() - t0);
 	return rc;
 }
 
@@ -303,7 +294,7 @@ int
 retrier_d_loop(void *state)
 {
 	struct retrier *r = state;
-	long long now = retrier_now_ms();
+	long long now = clock_mono_ms();
 	int more = 0;
 
 	if (now < r->next_cycle_ms) {

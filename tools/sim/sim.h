@@ -41,10 +41,6 @@
 enum sim_ch { SIM_WX = 0, SIM_ALI = 1, SIM_STRIPE = 2, SIM_NCH };
 const char *sim_ch_name(enum sim_ch ch);
 
-/* Monotonic and wall clocks in microseconds. */
-long long sim_now_us(void);
-long long sim_wall_us(void);
-
 /* A small deterministic generator (xorshift64*), one per thread or per plan. */
 uint64_t sim_rand(uint64_t *state);
 /* Uniform in [0, n) for n > 0. */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sim.h"
 
 /* Delays between dependent chains (real time, not channel time). */
@@ -92,7 +93,7 @@ static void
 run_id(char *out, size_t len)
 {
 	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-	uint64_t v = (uint64_t)(sim_wall_us() / 1000) * 1000 + (uint64_t)(getpid() % 1000);
+	uint64_t v = (uint64_t)(clock_wall_us() / 1000) * 1000 + (uint64_t)(getpid() % 1000);
 	char tmp[16];
 	int n = 0;
 
