@@ -1,5 +1,6 @@
 /*
- * processor_consume - a worker's consumer loop, its rebalance callback and its holds.
+ * processor_consume - a worker's consumer loop, its rebalance callback, its holds, and the
+ * request to stop the process that a worker (or the daemon) makes.
  *
  * A worker polls with a short timeout and handles one message at a time; the message's
  * offset is stored only once its work is finished (see processor_handle.c), and librdkafka
@@ -350,6 +351,21 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 	proc_hold(w, m, clock_wall_ms() + w->backoff_ms);
 	w->backoff_ms = w->backoff_ms * 2 > PROC_BACKOFF_MAX_MS ? PROC_BACKOFF_MAX_MS
 							       : w->backoff_ms * 2;
+}
+
+/*
+ * proc_request_exit - asks the whole process to stop with exit code code. It lives with the
+ * workers, which are its first callers, so the daemon calls down into this module and this
+ * module never calls up into the daemon.
+ */
+void
+proc_request_exit(struct proc *p, int code)
+{
+	int none = 0;
+
+	/* The first reason wins; every worker then stops. */
+	atomic_compare_exchange_strong(&p->exit_code, &none, code);
+	atomic_store(&p->stop, 1);
 }
 
 void *

@@ -22,16 +22,6 @@
 #include "ladder.h"
 #include "log.h"
 
-void
-proc_request_exit(struct proc *p, int code)
-{
-	int none = 0;
-
-	/* The first reason wins; every worker then stops. */
-	atomic_compare_exchange_strong(&p->exit_code, &none, code);
-	atomic_store(&p->stop, 1);
-}
-
 static void
 proc_free(struct proc *p)
 {
