@@ -332,13 +332,6 @@ retrier_lag_topic(const struct retrier *r, const char *topic, long long *lag, lo
 }
 
 void
-retrier_lag_labels(const struct retrier *r, int k, char *buf, size_t len)
-{
-	snprintf(buf, len, "topic=\"%s\",kind=\"%s\"", k ? r->topic_step[k] : r->topic_main,
-	         k ? "delay" : "main");
-}
-
-void
 retrier_lag_free(struct retrier *r)
 {
 	struct retrier_lag *lg = r->lag;
