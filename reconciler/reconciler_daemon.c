@@ -1,8 +1,9 @@
 /*
- * reconciler_daemon - the reconciler's state, its cycle, the daemon_main callbacks and its
- * metrics. One thread owns the database connection and the channel clients and runs a cycle
- * every reconciler.sweep_interval_s, again at once while a batch came back full: refunds,
- * then reconciliation queries of PENDING orders, then closes, then the gauges.
+ * reconciler_daemon - the reconciler's state, its cycle and the daemon_main callbacks (the
+ * metrics it creates at start are reconciler_metrics.c's). One thread owns the database
+ * connection and the channel clients and runs a cycle every reconciler.sweep_interval_s,
+ * again at once while a batch came back full: refunds, then reconciliation queries of PENDING
+ * orders, then closes, then the gauges.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,60 +16,6 @@
 #include "log.h"
 #include "metrics.h"
 #include "reconciler.h"
-
-struct recon_metrics recon_mx;
-
-static void
-recon_metrics_init(void)
-{
-	static const char *const eps[RECON_NEP] = {"query_payment", "refund", "query_refund",
-	                                           "close"};
-	static const char *const states[4] = {"REQUESTED", "SUBMITTED", "DONE", "FAILED"};
-	struct recon_metrics *m = &recon_mx;
-	char l[160];
-
-	for (int c = 0; c < RECON_NCH; c++)
-		for (int e = 0; e < RECON_NEP; e++)
-			for (int o = 0; o < 5; o++) {
-				snprintf(l, sizeof(l),
-				         "channel=\"%s\",endpoint=\"%s\",outcome=\"%s\"",
-				         chan_id_name((enum chan_id)(c + 1)), eps[e],
-				         chan_outcome_name((enum chan_outcome)o));
-				m->calls[c][e][o] = metrics_counter(
-				    "paycb_reconciler_calls_total",
-				    "channel API calls by channel, endpoint and outcome", l);
-			}
-	for (int c = 0; c < RECON_NCH; c++)
-		for (int e = 0; e < RECON_NEP; e++) {
-			snprintf(l, sizeof(l), "channel=\"%s\",endpoint=\"%s\"",
-			         chan_id_name((enum chan_id)(c + 1)), eps[e]);
-			m->latency[c][e] = metrics_hist("paycb_reconciler_call_seconds",
-			                                "channel API call latency", l);
-		}
-	for (int k = 0; k < 4; k++) {
-		snprintf(l, sizeof(l), "state=\"%s\"", states[k]);
-		m->refunds[k] =
-		    metrics_gauge("paycb_reconciler_refunds", "refund requests by state", l);
-	}
-	for (int k = 0; k < 4; k++) {
-		snprintf(l, sizeof(l), "to=\"%s\"", states[k]);
-		m->transitions[k] =
-		    metrics_counter("paycb_reconciler_refund_transitions_total",
-		                    "refund requests this process moved, by new state", l);
-	}
-	m->recovered = metrics_counter("paycb_reconciler_recovered_payments_total",
-	                               "payments found paid by a query whose notification never "
-	                               "came (notification_lost)",
-	                               "");
-	m->closed =
-	    metrics_counter("paycb_reconciler_closed_total",
-	                    "orders closed at a channel after the merchant closed them", "");
-	m->forged = metrics_counter("paycb_reconciler_forged_answers_total",
-	                            "channel answers whose signature failed (never believed)", "");
-	m->cycle_errors = metrics_counter("paycb_reconciler_cycle_errors_total",
-	                                  "cycles in which a step failed", "");
-	m->cycle_us = metrics_hist("paycb_reconciler_cycle_seconds", "duration of one cycle", "");
-}
 
 static int
 recon_ready(void *arg, char *why, size_t len)
