@@ -1,9 +1,9 @@
 /*
  * chan_client - the client object, the dispatch of the four calls to the channel's
  * operations table, the rate-limited send, and the small helpers the channel modules share
- * (result codes, id checks, URL escaping, JSON fields as text and as minor units).
+ * (id checks, URL escaping, JSON fields as text and as minor units); results are classified
+ * with chan_result.c's chan_res.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +32,6 @@ chan_id_name(enum chan_id c)
 }
 
 const char *
-chan_outcome_name(enum chan_outcome o)
-{
-	static const char *const n[] = {"ok", "final", "retry", "unknown", "forged"};
-
-	return (unsigned)o < sizeof(n) / sizeof(n[0]) ? n[o] : "invalid";
-}
-
-const char *
 chan_pay_state_name(enum chan_pay_state s)
 {
 	static const char *const n[] = {"none", "notpay", "paying", "paid", "closed", "failed"};
@@ -53,19 +45,6 @@ chan_refund_state_name(enum chan_refund_state s)
 	static const char *const n[] = {"none", "pending", "succeeded", "failed", "abnormal"};
 
 	return (unsigned)s < sizeof(n) / sizeof(n[0]) ? n[s] : "invalid";
-}
-
-int
-chan_res(struct chan_result *r, enum chan_outcome o, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->outcome = o;
-	snprintf(r->code, sizeof(r->code), "%s", code != NULL ? code : "");
-	va_start(ap, fmt);
-	vsnprintf(r->detail, sizeof(r->detail), fmt, ap);
-	va_end(ap);
-	return o == CHAN_OK ? 0 : -1;
 }
 
 static const struct chan_ops *
