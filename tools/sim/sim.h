@@ -11,6 +11,7 @@
  * Modules: sim_keys.c (key generation), sim_conf.c (configuration writing, loading the
  * merchants' keys), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
  * sim_plan.c (scenarios), sim_plan_refunds.c (the refund and edge-state scenarios),
+ * sim_plan_notes.c (the notifications and delivery chains both build cases from),
  * sim_expect.c (what each kind of case must produce), sim_deliver.c (the delivery engine),
  * sim_orders.c (orders and the paid-order poller), sim_check.c (the outcome checks),
  * sim_stats.c (counters, latencies, helpers), sim_run.c (`run`: the whole scenario and its
@@ -328,8 +329,8 @@ struct sim_plan {
 	long long window_us; /* the incident window */
 };
 
-/* A notification of case ci (refund: seq numbers it within the order); returns its index
- * or -1. */
+/* sim_plan_notes.c: a notification of case ci (refund: seq numbers it within the order);
+ * returns its index or -1. */
 int sim_plan_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch ch,
                   const char *trade, int refund, int seq, uint64_t *rng);
 /* A delivery chain of note, starting at start_us, or after_us after delivery after was
