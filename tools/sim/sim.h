@@ -428,10 +428,10 @@ struct sim_seen {
 	int unroutable, unroutable_match; /* kept by ingest; with the expected reason */
 };
 
+/* ---- sim_expect.c ---------------------------------------------------------------------- */
+
 /* Appends one mismatch description to buf, "; "-separated. */
 void sim_addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* ---- sim_expect.c ---------------------------------------------------------------------- */
 
 /* The order status case c must end in; full: with a processor (else only ingest ran). */
 const char *sim_case_status(const struct sim_case *c, int full);
