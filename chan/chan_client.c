@@ -1,15 +1,16 @@
 /*
  * chan_client - the client object, the dispatch of the four calls to the channel's
  * operations table, the rate-limited send, and the small helpers the channel modules share
- * (result codes, id checks, URL escaping, JSON fields as text and as minor units).
+ * (id checks, URL escaping, JSON fields as text and as minor units); results are classified
+ * with chan_result.c's chan_res.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "chan_int.h"
+#include "clock.h"
 #include "money.h"
 
 #ifndef PAYCB_VERSION
@@ -31,14 +32,6 @@ chan_id_name(enum chan_id c)
 }
 
 const char *
-chan_outcome_name(enum chan_outcome o)
-{
-	static const char *const n[] = {"ok", "final", "retry", "unknown", "forged"};
-
-	return (unsigned)o < sizeof(n) / sizeof(n[0]) ? n[o] : "invalid";
-}
-
-const char *
 chan_pay_state_name(enum chan_pay_state s)
 {
 	static const char *const n[] = {"none", "notpay", "paying", "paid", "closed", "failed"};
@@ -52,19 +45,6 @@ chan_refund_state_name(enum chan_refund_state s)
 	static const char *const n[] = {"none", "pending", "succeeded", "failed", "abnormal"};
 
 	return (unsigned)s < sizeof(n) / sizeof(n[0]) ? n[s] : "invalid";
-}
-
-int
-chan_res(struct chan_result *r, enum chan_outcome o, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->outcome = o;
-	snprintf(r->code, sizeof(r->code), "%s", code != NULL ? code : "");
-	va_start(ap, fmt);
-	vsnprintf(r->detail, sizeof(r->detail), fmt, ap);
-	va_end(ap);
-	return o == CHAN_OK ? 0 : -1;
 }
 
 static const struct chan_ops *
@@ -247,15 +227,15 @@ int
 chan_send(struct chan_client *c, const struct chan_http_req *req, struct chan_http_resp *resp,
           struct chan_result *r)
 {
-	long long deadline = chan_mono_ms() + c->rate_wait_max_ms;
+	long long deadline = clock_mono_ms() + c->rate_wait_max_ms;
 	const char *v;
 	long wait;
 
 	/* Waiting here is bounded; a caller that cannot wait gets CHAN_RETRY, nothing sent. */
-	while ((wait = chan_rate_take(c->rate, chan_mono_ms())) > 0) {
+	while ((wait = chan_rate_take(c->rate, clock_mono_ms())) > 0) {
 		struct timespec ts;
 
-		if (chan_mono_ms() + wait > deadline)
+		if (clock_mono_ms() + wait > deadline)
 			return chan_res(r, CHAN_RETRY, "rate_limited", "local rate limit");
 		ts.tv_sec = wait / 1000;
 		ts.tv_nsec = (wait % 1000) * 1000000L;
@@ -271,7 +251,7 @@ chan_send(struct chan_client *c, const struct chan_http_req *req, struct chan_ht
 		r->retry_after_s = s > 0 && s < 86400 ? (int)s : 0;
 	}
 	if (resp->status == 429)
-		chan_rate_pause(c->rate, chan_mono_ms(),
+		chan_rate_pause(c->rate, clock_mono_ms(),
 		                r->retry_after_s > 0 ? r->retry_after_s * 1000L : 1000L);
 	return 0;
 }

@@ -1,7 +1,8 @@
 /*
- * chan_int - what the modules of chan/ share and callers do not see: the client struct, the
- * libcurl transport (chan_http.c), the token buckets (chan_rate.c), the result helpers and
- * the per-channel operations table (chan_client.c, chan_wx.c, chan_ali.c, chan_stripe.c).
+ * chan_int - what the modules of chan/ share and callers do not see: the result helper
+ * (chan_result.c), the libcurl transport (chan_http.c), the token buckets (chan_rate.c), the
+ * client struct and the per-channel operations table (chan_client.c, chan_wx.c, chan_ali.c,
+ * chan_stripe.c).
  */
 #ifndef PAYCB_CHAN_INT_H
 #define PAYCB_CHAN_INT_H
@@ -16,6 +17,12 @@
 /* Answers larger than this are not read to the end (a hostile or broken peer). */
 #define CHAN_BODY_MAX (1024 * 1024)
 #define CHAN_HDR_MAX  48
+
+/* ---- results (chan_result.c) ---------------------------------------------------------- */
+
+/* Sets the outcome, code and a formatted detail; returns 0 for CHAN_OK, else -1. */
+int chan_res(struct chan_result *, enum chan_outcome, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* ---- transport (chan_http.c) ---------------------------------------------------------- */
 
@@ -76,7 +83,6 @@ void chan_rate_put(struct chan_rate *);
 long chan_rate_take(struct chan_rate *, long long now_ms);
 /* Empties the bucket for pause_ms (the channel said 429). */
 void chan_rate_pause(struct chan_rate *, long long now_ms, long pause_ms);
-long long chan_mono_ms(void);
 
 /* ---- the client and its helpers (chan_client.c) --------------------------------------- */
 
@@ -111,10 +117,6 @@ struct chan_ops {
 	int (*close)(struct chan_client *, const struct chan_order_ref *, struct chan_result *);
 };
 extern const struct chan_ops chan_wx_ops, chan_ali_ops, chan_stripe_ops;
-
-/* Sets the outcome, code and a formatted detail; returns 0 for CHAN_OK, else -1. */
-int chan_res(struct chan_result *, enum chan_outcome, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /*
  * Takes a rate token (waiting up to the client's limit), then sends. Returns 0 with *resp

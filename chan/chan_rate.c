@@ -7,9 +7,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chan_int.h"
+#include "clock.h"
 
 struct chan_rate {
 	struct chan_rate *next;
@@ -23,15 +23,6 @@ struct chan_rate {
 
 static pthread_mutex_t chan_rate_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct chan_rate *chan_rate_all;
-
-long long
-chan_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct chan_rate *
 chan_rate_get(const char *merchant_id, enum chan_id channel, double per_s, double burst)
@@ -57,7 +48,7 @@ chan_rate_get(const char *merchant_id, enum chan_id channel, double per_s, doubl
 		r->per_ms = per_s / 1000.0;
 		r->burst = burst;
 		r->tokens = burst;
-		r->last_ms = chan_mono_ms();
+		r->last_ms = clock_mono_ms();
 		r->next = chan_rate_all;
 		chan_rate_all = r;
 	}

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 struct kq_wait {
@@ -250,18 +251,6 @@ kq_produce_start(struct kq_producer *p, const char *topic, const void *key, size
 	return w;
 }
 
-void
-kq_deadline(struct timespec *dl, int timeout_ms)
-{
-	clock_gettime(CLOCK_REALTIME, dl);
-	dl->tv_sec += timeout_ms / 1000;
-	dl->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl->tv_nsec >= 1000000000L) {
-		dl->tv_sec++;
-		dl->tv_nsec -= 1000000000L;
-	}
-}
-
 int
 kq_wait_end(struct kq_wait *w, const struct timespec *dl, char *err, size_t errlen)
 {
@@ -296,7 +285,7 @@ kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_
 
 	if ((w = kq_produce_start(p, topic, key, klen, val, vlen, err, errlen)) == NULL)
 		return -1;
-	kq_deadline(&dl, timeout_ms);
+	clock_deadline(&dl, timeout_ms);
 	if ((rc = kq_wait_end(w, &dl, e, sizeof(e))) == -2)
 		snprintf(err, errlen, "no delivery report within %d ms", timeout_ms);
 	else if (rc != 0)

@@ -30,13 +30,12 @@ int kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, s
  * The two halves of kq_produce_wait, for callers with several messages in flight at once:
  * kq_produce_start queues one message and returns its completion (NULL with err when it
  * could not be queued); kq_wait_end waits for it until the absolute deadline dl (from
- * kq_deadline) and releases it, returning as kq_produce_wait does.
+ * clock_deadline) and releases it, returning as kq_produce_wait does.
  */
 struct kq_wait;
 struct kq_wait *kq_produce_start(struct kq_producer *p, const char *topic, const void *key,
 				 size_t klen, const void *val, size_t vlen, char *err,
 				 size_t errlen);
-void kq_deadline(struct timespec *dl, int timeout_ms);
 int kq_wait_end(struct kq_wait *w, const struct timespec *dl, char *err, size_t errlen);
 /* Produces without waiting; failures are counted and logged by the delivery callback. */
 int kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen,

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+
 /* kq_admin_wait - polls q for the result event of an admin call; NULL with err set. */
 static rd_kafka_event_t *
 kq_admin_wait(rd_kafka_queue_t *q, const char *what, int timeout_ms, char *err, size_t errlen)
@@ -101,14 +103,12 @@ static int
 kq_wait_ready(rd_kafka_t *rk, const char *const *names, const int *partitions, int n,
 	      int timeout_ms, char *err, size_t errlen)
 {
-	struct timespec dl, now;
+	struct timespec dl;
 
-	kq_deadline(&dl, timeout_ms);
+	clock_deadline(&dl, timeout_ms);
 	for (int i = 0; i < n; i++)
 		while (!kq_topic_ready(rk, names[i], partitions[i])) {
-			clock_gettime(CLOCK_REALTIME, &now);
-			if (now.tv_sec > dl.tv_sec ||
-			    (now.tv_sec == dl.tv_sec && now.tv_nsec >= dl.tv_nsec)) {
+			if (clock_deadline_passed(&dl)) {
 				snprintf(err, errlen,
 					 "topic %s: no leader for every partition within %d ms",
 					 names[i], timeout_ms);

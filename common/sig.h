@@ -5,7 +5,8 @@
  * AES-GCM, constant-time comparison and loading of RSA public keys in the three forms the
  * channels hand out (X.509 certificate PEM, SPKI "PUBLIC KEY" PEM, bare base64 SPKI).
  * Every function returns 0 on success and -1 on failure (or a length, where stated), never
- * prints and never exits. Messages written to err never contain key material.
+ * prints and never exits. Messages written to err never contain key material. The codecs,
+ * digests, MACs and AEAD are in sig.c; the RSA signatures, keys and key files in sig_keys.c.
  */
 #ifndef PAYCB_SIG_H
 #define PAYCB_SIG_H

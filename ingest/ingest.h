@@ -168,8 +168,6 @@ int ingest_flight_join(struct ingest *in, const char *key, size_t klen, struct i
 void ingest_flight_land(struct ingest *in, struct ingest_flight_entry *e,
                         const struct ingest_landing *l);
 
-/* The monotonic clock in microseconds, for latencies and queue waits. */
-long long ingest_now_us(void);
 /* The whole flow for one request: verify, reserve, publish, answer. */
 void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
 /* Answers and counts a copy parked on a flight whose row exists (l from the leader); since_us

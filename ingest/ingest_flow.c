@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ingest.h"
 #include "log.h"
 #include "money.h"
@@ -31,15 +32,6 @@ outcome_name(enum outcome o)
 	                                "rejected", "db_error",    "busy",      "unroutable"};
 
 	return (unsigned)o < OUT_COUNT ? n[o] : "unknown";
-}
-
-long long
-ingest_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 void
@@ -228,7 +220,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 {
 	struct msg_callback m;
 	char key[256], val[512], err[256];
-	long long t0 = ingest_now_us();
+	long long t0 = clock_mono_us();
 	int klen, vlen, rc;
 
 	memset(&m, 0, sizeof(m));
@@ -260,10 +252,10 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 		rc = kq_produce_wait(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen,
 		                     (int)in->cf->ingest.publish_budget_ms, err, sizeof(err));
 	}
-	metrics_observe_us(in->m.publish_lat, ingest_now_us() - t0);
+	metrics_observe_us(in->m.publish_lat, clock_mono_us() - t0);
 	if (rc == 0) {
 		log_info(cbid, "event=published topic=%s publish_ms=%lld", in->topic,
-		         (ingest_now_us() - t0) / 1000);
+		         (clock_mono_us() - t0) / 1000);
 		return;
 	}
 	/* Stored but not published: still a success for the channel; the retrier republishes
@@ -271,7 +263,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	metrics_inc(in->m.publish_failures, 1);
 	resp->outcome = OUT_UNPUBLISHED;
 	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
-	         (ingest_now_us() - t0) / 1000, log_quoted(err, sizeof(err), err));
+	         (clock_mono_us() - t0) / 1000, log_quoted(err, sizeof(err), err));
 }
 
 /* The channel's success answer: WeChat Pay's 204, the others' 200. */
@@ -302,7 +294,7 @@ ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
 	ingest_duplicate(ch, merchant, l->trade, l->order, sha, 1, resp);
 	metrics_inc(in->m.coalesced, 1);
 	metrics_inc(in->m.requests[ch][OUT_DUPLICATE], 1);
-	metrics_observe_us(in->m.request_lat, ingest_now_us() - since_us);
+	metrics_observe_us(in->m.request_lat, clock_mono_us() - since_us);
 }
 
 /*
@@ -360,7 +352,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	const char *sha = req->sha;
 	struct ingest_flight_entry *fe = req->flight;
 	unsigned long long id = 0;
-	long long t0 = ingest_now_us();
+	long long t0 = clock_mono_us();
 	struct notify n;
 	enum verr ve;
 	enum db_rc rc;
@@ -422,9 +414,9 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		goto out;
 	}
 	{
-		long long r0 = ingest_now_us();
+		long long r0 = clock_mono_us();
 		rc = ingest_reserve(in, db, req, &n, amount, sha, &id);
-		metrics_observe_us(in->m.reserve_lat, ingest_now_us() - r0);
+		metrics_observe_us(in->m.reserve_lat, clock_mono_us() - r0);
 		if (rc != DB_OK && rc != DB_DUPLICATE)
 			snprintf(reason, sizeof(reason), "%s", db->last_error);
 	}
@@ -460,12 +452,12 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	         "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
 	         "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",
 	         ch, merchant, n.kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
-	         n.currency, req->len, sha, (ingest_now_us() - t0) / 1000);
+	         n.currency, req->len, sha, (clock_mono_us() - t0) / 1000);
 	ingest_publish(in, req, &n, id, cbid, resp);
 	ingest_ok(req->ch, resp);
 out:
 	/* A flow that ended before its reservation answered: each parked copy runs alone. */
 	ingest_flight_land(in, fe, NULL);
 	metrics_inc(in->m.requests[req->ch][resp->outcome], 1);
-	metrics_observe_us(in->m.request_lat, ingest_now_us() - t0);
+	metrics_observe_us(in->m.request_lat, clock_mono_us() - t0);
 }

@@ -31,6 +31,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ingest.h"
 #include "log.h"
 #include "sig.h"
@@ -193,7 +194,7 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 	x->ch = ch;
 	x->im = im;
 	x->reading = 1;
-	x->started_us = ingest_now_us();
+	x->started_us = clock_mono_us();
 	*con_cls = x;
 	return MHD_YES;
 }
@@ -203,7 +204,7 @@ static void
 http_run(struct ingest *in, struct ingest_job *j)
 {
 	struct req_ctx *x = (struct req_ctx *)j;
-	long long waited_ms = (ingest_now_us() - x->queued_us) / 1000;
+	long long waited_ms = (clock_mono_us() - x->queued_us) / 1000;
 	struct ingest_req req;
 
 	if (waited_ms > in->cf->ingest.publish_budget_ms) {
@@ -303,7 +304,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	if (*upload_len) {
 		size_t n = *upload_len;
 		*upload_len = 0;
-		if (ingest_now_us() - x->started_us >
+		if (clock_mono_us() - x->started_us >
 		    in->cf->ingest.request_timeout_s * 1000000LL) {
 			/* The idle timeout never fires on a client that keeps sending a byte now
 			 * and then: the whole request has a deadline, and past it the connection
@@ -380,7 +381,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	 * early. */
 	x->state = RQ_QUEUED;
 	x->conn = c;
-	x->queued_us = ingest_now_us();
+	x->queued_us = clock_mono_us();
 	x->arrived = time(NULL);
 	x->job.run = http_run;
 	x->job.settle = http_settle;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ingest.h"
 #include "log.h"
 
@@ -49,13 +50,7 @@ ingest_pool_get(struct ingest_pool *p, int wait_ms)
 	struct timespec dl;
 	struct db *db = NULL;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += wait_ms / 1000;
-	dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	clock_deadline(&dl, wait_ms);
 	pthread_mutex_lock(&p->mu);
 	while (p->nfree == 0)
 		if (pthread_cond_timedwait(&p->cv, &p->mu, &dl) == ETIMEDOUT)

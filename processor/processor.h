@@ -185,14 +185,13 @@ struct proc_request {
 int proc_init(const struct conf *cf, void **state);
 int proc_loop(void *state);
 int proc_drain(void *state);
-void proc_request_exit(struct proc *p, int code);
 
 /* processor_consume.c */
+/* Stops every worker and makes the process exit with code; the first caller's code wins. */
+void proc_request_exit(struct proc *p, int code);
 void *proc_worker_main(void *arg);
 void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
                     void *opaque);
-long long proc_wall_ms(void);
-long long proc_mono_ms(void);
 
 /* processor_handle.c */
 enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);

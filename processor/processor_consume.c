@@ -1,5 +1,6 @@
 /*
- * processor_consume - a worker's consumer loop, its rebalance callback and its holds.
+ * processor_consume - a worker's consumer loop, its rebalance callback, its holds, and the
+ * request to stop the process that a worker (or the daemon) makes.
  *
  * A worker polls with a short timeout and handles one message at a time; the message's
  * offset is stored only once its work is finished (see processor_handle.c), and librdkafka
@@ -21,32 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "ladder.h"
 #include "log.h"
 
 /* How long to wait for a seek to be applied by librdkafka's main thread. */
 #define PROC_SEEK_TIMEOUT_MS 5000
-
-long long
-proc_wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-long long
-proc_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct proc_hold *
 proc_hold_find(struct proc_worker *w, const char *topic, int32_t partition)
@@ -156,7 +139,7 @@ proc_hold(struct proc_worker *w, const rd_kafka_message_t *m, long long due_ms)
 static void
 proc_holds_release(struct proc_worker *w)
 {
-	long long now = proc_wall_ms();
+	long long now = clock_wall_ms();
 
 	for (int i = 0; i < w->nholds;) {
 		struct proc_hold *h = &w->holds[i];
@@ -326,7 +309,7 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 	}
 	if (ladder_step_of_topic(cf, topic, &delay_s) > 0 &&
 	    (ts = rd_kafka_message_timestamp(m, &tstype)) >= 0) {
-		long long now = proc_wall_ms(), due = ts + delay_s * 1000;
+		long long now = clock_wall_ms(), due = ts + delay_s * 1000;
 		char id[24];
 		int fresh;
 
@@ -364,10 +347,25 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 		return;
 	}
 	if (rc == PROC_DB_DOWN && w->outage_since_ms == 0)
-		w->outage_since_ms = proc_mono_ms();
-	proc_hold(w, m, proc_wall_ms() + w->backoff_ms);
+		w->outage_since_ms = clock_mono_ms();
+	proc_hold(w, m, clock_wall_ms() + w->backoff_ms);
 	w->backoff_ms = w->backoff_ms * 2 > PROC_BACKOFF_MAX_MS ? PROC_BACKOFF_MAX_MS
 							       : w->backoff_ms * 2;
+}
+
+/*
+ * proc_request_exit - asks the whole process to stop with exit code code. It lives with the
+ * workers, which are its first callers, so the daemon calls down into this module and this
+ * module never calls up into the daemon.
+ */
+void
+proc_request_exit(struct proc *p, int code)
+{
+	int none = 0;
+
+	/* The first reason wins; every worker then stops. */
+	atomic_compare_exchange_strong(&p->exit_code, &none, code);
+	atomic_store(&p->stop, 1);
 }
 
 void *
@@ -380,7 +378,7 @@ proc_worker_main(void *arg)
 	while (!atomic_load(&p->stop) && !daemon_stopping()) {
 		rd_kafka_message_t *m;
 
-		if (w->outage_since_ms && proc_mono_ms() - w->outage_since_ms >= max_ms) {
+		if (w->outage_since_ms && clock_mono_ms() - w->outage_since_ms >= max_ms) {
 			log_error(NULL, "event=db_outage thread=%d seconds=%lld action=exit",
 				  w->index, p->cf->processor.db_outage_max_s);
 			proc_request_exit(p, EXIT_UNAVAILABLE);

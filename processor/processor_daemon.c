@@ -17,19 +17,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "ladder.h"
 #include "log.h"
-
-void
-proc_request_exit(struct proc *p, int code)
-{
-	int none = 0;
-
-	/* The first reason wins; every worker then stops. */
-	atomic_compare_exchange_strong(&p->exit_code, &none, code);
-	atomic_store(&p->stop, 1);
-}
 
 static void
 proc_free(struct proc *p)
@@ -192,8 +183,7 @@ proc_free_bounded(struct proc *p)
 		proc_free(p);
 		return;
 	}
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += PROC_FREE_WAIT_S;
+	clock_deadline(&dl, PROC_FREE_WAIT_S * 1000);
 	if (pthread_timedjoin_np(t, NULL, &dl) != 0) {
 		log_warn(NULL, "event=destroy_stuck waited_s=%d action=exit", PROC_FREE_WAIT_S);
 		pthread_detach(t);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 
 /*
@@ -197,7 +198,7 @@ enum proc_rc
 proc_handle(struct proc_worker *w, const struct msg_callback *m)
 {
 	int refund = m->log == MSG_LOG_REFUND;
-	long long t0 = proc_mono_ms();
+	long long t0 = clock_mono_ms();
 	struct precheck pc;
 	int st, deferred = 0, counted = 0;
 	struct proc_result r;
@@ -232,7 +233,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 			  "event=alert kind=row_mismatch order=%s merchant=%s channel=%s "
 			  "row_order=%s row_merchant=%s attempt=%d",
 			  r.order, r.merchant, ch, ro, rm, m->attempt);
-		proc_metrics_outcome("row_mismatch", proc_mono_ms() - t0);
+		proc_metrics_outcome("row_mismatch", clock_mono_ms() - t0);
 		return PROC_DONE;
 	}
 	if (st == 0 && (deferred = proc_defer(w, m, &pc, id, &r)) < 0) {
@@ -241,7 +242,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 		return PROC_DB_DOWN;
 	}
 	if (deferred) {
-		proc_metrics_outcome("deferred", proc_mono_ms() - t0);
+		proc_metrics_outcome("deferred", clock_mono_ms() - t0);
 		return PROC_DONE;
 	}
 	if (st == -1)
@@ -253,15 +254,15 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 
 	switch (tx) {
 	case TX_COMMITTED:
-		proc_log_done(id, m, &r, proc_mono_ms() - t0);
+		proc_log_done(id, m, &r, clock_mono_ms() - t0);
 		proc_outbox_relay(w, id, &r);
-		proc_metrics_outcome(r.outcome, proc_mono_ms() - t0);
+		proc_metrics_outcome(r.outcome, clock_mono_ms() - t0);
 		return PROC_DONE;
 	case TX_FINAL:
 		log_info(id, "event=skipped reason=already_final order=%s merchant=%s attempt=%d "
 			     "elapsed_ms=%lld",
-			 r.order, r.merchant, m->attempt, proc_mono_ms() - t0);
-		proc_metrics_outcome("skipped", proc_mono_ms() - t0);
+			 r.order, r.merchant, m->attempt, clock_mono_ms() - t0);
+		proc_metrics_outcome("skipped", clock_mono_ms() - t0);
 		return PROC_DONE;
 	case TX_MISSING: {
 		char ch[17];
@@ -283,7 +284,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 		}
 		log_error(id, "event=alert kind=row_missing order=%s merchant=%s channel=%s attempt=%d",
 			  r.order, r.merchant, ch, m->attempt);
-		proc_metrics_outcome("row_missing", proc_mono_ms() - t0);
+		proc_metrics_outcome("row_missing", clock_mono_ms() - t0);
 		return PROC_DONE;
 	}
 	case TX_RETRY:
@@ -299,8 +300,8 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 			 "event=processed outcome=%s reason=\"%s\" order=%s merchant=%s "
 			 "attempt=%d retry_count=%d elapsed_ms=%lld",
 			 counted ? "retry" : "retry_stale", reason, r.order, r.merchant,
-			 m->attempt, r.retry_count, proc_mono_ms() - t0);
-		proc_metrics_outcome(counted ? "retry" : "retry_stale", proc_mono_ms() - t0);
+			 m->attempt, r.retry_count, clock_mono_ms() - t0);
+		proc_metrics_outcome(counted ? "retry" : "retry_stale", clock_mono_ms() - t0);
 		return PROC_DONE;
 	case TX_DB_DOWN:
 		log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 #define PROC_RELAY_QUEUE_MAX 4096
@@ -118,14 +119,14 @@ proc_relay_mark(struct proc_relay *rl, int all)
 	memmove(rl->marks, rl->marks + done, (size_t)(rl->nmarks - done) * sizeof(rl->marks[0]));
 	rl->nmarks -= done;
 	if (rl->nmarks > 0 && done > 0)
-		rl->marks_since_ms = proc_mono_ms();
+		rl->marks_since_ms = clock_mono_ms();
 }
 
 /* proc_relay_marks_due - whether the oldest pending mark has waited long enough */
 static int
 proc_relay_marks_due(const struct proc_relay *rl)
 {
-	return rl->nmarks > 0 && proc_mono_ms() - rl->marks_since_ms >= PROC_RELAY_MARK_DELAY_MS;
+	return rl->nmarks > 0 && clock_mono_ms() - rl->marks_since_ms >= PROC_RELAY_MARK_DELAY_MS;
 }
 
 /*
@@ -198,7 +199,7 @@ proc_relay_delivered(struct proc_relay *rl, unsigned long long row)
 	if (rl->nmarks == PROC_RELAY_MARKS_MAX)
 		proc_relay_mark(rl, 1);
 	if (rl->nmarks == 0)
-		rl->marks_since_ms = proc_mono_ms();
+		rl->marks_since_ms = clock_mono_ms();
 	rl->marks[rl->nmarks++] = row;
 }
 
@@ -285,7 +286,7 @@ proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
 			}
 			go++;
 		}
-		kq_deadline(&dl, PROC_PUBLISH_WAIT_MS);
+		clock_deadline(&dl, PROC_PUBLISH_WAIT_MS);
 		for (int i = 0; i < n; i++) {
 			if (state[i] != IT_GO)
 				continue;
@@ -333,8 +334,8 @@ proc_relay_main(void *arg)
 			if (proc_relay_marks_due(rl))
 				break;
 			/* Nothing to relay: wake when the pending marks are due. */
-			left = rl->marks_since_ms + PROC_RELAY_MARK_DELAY_MS - proc_mono_ms();
-			kq_deadline(&dl, left > 1 ? (int)left : 1);
+			left = rl->marks_since_ms + PROC_RELAY_MARK_DELAY_MS - clock_mono_ms();
+			clock_deadline(&dl, left > 1 ? (int)left : 1);
 			pthread_cond_timedwait(&rl->more, &rl->mu, &dl);
 		}
 		if (rl->head == NULL) {
@@ -353,12 +354,12 @@ proc_relay_main(void *arg)
 		 * than the events in it, so the relay lets a batch gather for a moment.
 		 */
 		while (rl->head && !rl->stop && rl->queued < PROC_RELAY_BATCH_MAX) {
-			long long left = rl->head_since_ms + linger_ms - proc_mono_ms();
+			long long left = rl->head_since_ms + linger_ms - clock_mono_ms();
 			struct timespec dl;
 
 			if (left <= 0)
 				break;
-			kq_deadline(&dl, (int)left);
+			clock_deadline(&dl, (int)left);
 			pthread_cond_timedwait(&rl->more, &rl->mu, &dl);
 		}
 		while (rl->head && n < PROC_RELAY_BATCH_MAX) {
@@ -368,7 +369,7 @@ proc_relay_main(void *arg)
 		if (rl->head == NULL)
 			rl->tail = NULL;
 		else
-			rl->head_since_ms = proc_mono_ms();
+			rl->head_since_ms = clock_mono_ms();
 		rl->queued -= n;
 		pthread_cond_broadcast(&rl->room);
 		pthread_mutex_unlock(&rl->mu);
@@ -464,7 +465,7 @@ proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r
 			rl->tail->next = it;
 		} else {
 			rl->head = it;
-			rl->head_since_ms = proc_mono_ms();
+			rl->head_since_ms = clock_mono_ms();
 		}
 		rl->tail = it;
 		rl->queued++;

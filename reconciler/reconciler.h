@@ -9,10 +9,11 @@
  * query, never by sending a new request: refund_requests.sent_at marks a request that may
  * have left, and the idempotency key (out_refund_no "rr<id>") never changes.
  *
- * Modules: reconciler_daemon.c (state, cycle, metrics, daemon callbacks),
- * reconciler_clients.c (one channel client per merchant and channel, from the configuration),
- * reconciler_refund.c (refund jobs), reconciler_query.c (reconciliation of PENDING orders),
- * reconciler_close.c (closes at the channels), reconciler_util.c (ladder, alerts, amounts).
+ * Modules: reconciler_daemon.c (state, cycle, daemon callbacks), reconciler_clients.c (one
+ * channel client per merchant and channel, from the configuration), reconciler_refund.c
+ * (refund jobs), reconciler_query.c (reconciliation of PENDING orders), reconciler_close.c
+ * (closes at the channels), reconciler_util.c (ladder, alerts, amounts), reconciler_metrics.c
+ * (the metrics every module updates).
  */
 #ifndef PAYCB_RECONCILER_H
 #define PAYCB_RECONCILER_H
@@ -65,7 +66,7 @@ struct reconciler {
 	struct recon_counts last;
 };
 
-/* The metrics every module updates. */
+/* The metrics every module updates (reconciler_metrics.c). */
 struct recon_metrics {
 	struct metric *calls[RECON_NCH][RECON_NEP][5]; /* by enum chan_outcome */
 	struct metric *latency[RECON_NCH][RECON_NEP];
@@ -79,20 +80,22 @@ struct recon_metrics {
 };
 extern struct recon_metrics recon_mx;
 
+/* reconciler_metrics.c */
+void recon_metrics_init(void);
+/* Counts a call's outcome and latency (us) in the metrics. */
+void recon_count_call(enum chan_id ch, enum recon_ep ep, const struct chan_result *res,
+                      long long us);
+
 /* reconciler_daemon.c */
 int recon_d_init(const struct conf *cf, void **state);
 int recon_d_loop(void *state);
 int recon_d_drain(void *state);
-long long recon_now_ms(void);
 
 /* reconciler_clients.c */
 int recon_clients_open(struct reconciler *r, char *err, size_t errlen);
 void recon_clients_close(struct reconciler *r);
 /* The client of merchant id on the channel named ("wxpay", ...); NULL when none. */
 struct chan_client *recon_client(struct reconciler *r, const char *merchant, const char *channel);
-/* Counts a call's outcome and latency (us) in the metrics. */
-void recon_count_call(enum chan_id ch, enum recon_ep ep, const struct chan_result *res,
-                      long long us);
 
 /* reconciler_util.c */
 /* Delay after failure k (1-based) on reconciler.refund_ladder_s, the last step repeating. */

@@ -4,7 +4,7 @@
  * app_private_key_file, stripe.api_key_file) and the public keys ingest already uses to
  * verify notifications (WeChat Pay platform keys, Alipay public keys), which here verify the
  * channels' answers. A channel without API credentials has no client: the reconciler makes
- * no calls there. Also counts every call in the metrics.
+ * no calls there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,6 @@
 #include <openssl/crypto.h>
 
 #include "log.h"
-#include "metrics.h"
 #include "reconciler.h"
 #include "sig.h"
 
@@ -188,17 +187,4 @@ recon_client(struct reconciler *r, const char *merchant, const char *channel)
 				return r->m[i].cl[c];
 	}
 	return NULL;
-}
-
-void
-recon_count_call(enum chan_id ch, enum recon_ep ep, const struct chan_result *res, long long us)
-{
-	int c = (int)ch - 1;
-
-	if (c < 0 || c >= RECON_NCH || (int)res->outcome < 0 || (int)res->outcome > 4)
-		return;
-	metrics_inc(recon_mx.calls[c][ep][res->outcome], 1);
-	metrics_observe_us(recon_mx.latency[c][ep], us);
-	if (res->outcome == CHAN_FORGED)
-		metrics_inc(recon_mx.forged, 1);
 }

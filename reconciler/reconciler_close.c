@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "reconciler.h"
@@ -84,13 +85,13 @@ close_one(struct reconciler *r, const struct crow *w, struct recon_counts *c)
 	for (int k = 0; m != NULL && k < RECON_NCH; k++) {
 		struct chan_order_ref ref = {w->order, NULL};
 		struct chan_result res;
-		long long t0 = recon_now_ms();
+		long long t0 = clock_mono_ms();
 
 		if (m->cl[k] == NULL)
 			continue;
 		chan_close(m->cl[k], &ref, &res);
 		recon_count_call((enum chan_id)(k + 1), EP_CLOSE, &res,
-		                 (recon_now_ms() - t0) * 1000);
+		                 (clock_mono_ms() - t0) * 1000);
 		c->closes++;
 		log_msg(settled(&res) ? LOG_LVL_INFO : LOG_LVL_WARN, rid,
 		        "event=close merchant=%s order=%s channel=%s outcome=%s code=%s http=%d",

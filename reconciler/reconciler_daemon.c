@@ -1,8 +1,9 @@
 /*
- * reconciler_daemon - the reconciler's state, its cycle, the daemon_main callbacks and its
- * metrics. One thread owns the database connection and the channel clients and runs a cycle
- * every reconciler.sweep_interval_s, again at once while a batch came back full: refunds,
- * then reconciliation queries of PENDING orders, then closes, then the gauges.
+ * reconciler_daemon - the reconciler's state, its cycle and the daemon_main callbacks (the
+ * metrics it creates at start are reconciler_metrics.c's). One thread owns the database
+ * connection and the channel clients and runs a cycle every reconciler.sweep_interval_s,
+ * again at once while a batch came back full: refunds, then reconciliation queries of PENDING
+ * orders, then closes, then the gauges.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,73 +11,11 @@
 #include <time.h>
 
 #include "admin.h"
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 #include "metrics.h"
 #include "reconciler.h"
-
-struct recon_metrics recon_mx;
-
-long long
-recon_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-recon_metrics_init(void)
-{
-	static const char *const eps[RECON_NEP] = {"query_payment", "refund", "query_refund",
-	                                           "close"};
-	static const char *const states[4] = {"REQUESTED", "SUBMITTED", "DONE", "FAILED"};
-	struct recon_metrics *m = &recon_mx;
-	char l[160];
-
-	for (int c = 0; c < RECON_NCH; c++)
-		for (int e = 0; e < RECON_NEP; e++)
-			for (int o = 0; o < 5; o++) {
-				snprintf(l, sizeof(l),
-				         "channel=\"%s\",endpoint=\"%s\",outcome=\"%s\"",
-				         chan_id_name((enum chan_id)(c + 1)), eps[e],
-				         chan_outcome_name((enum chan_outcome)o));
-				m->calls[c][e][o] = metrics_counter(
-				    "paycb_reconciler_calls_total",
-				    "channel API calls by channel, endpoint and outcome", l);
-			}
-	for (int c = 0; c < RECON_NCH; c++)
-		for (int e = 0; e < RECON_NEP; e++) {
-			snprintf(l, sizeof(l), "channel=\"%s\",endpoint=\"%s\"",
-			         chan_id_name((enum chan_id)(c + 1)), eps[e]);
-			m->latency[c][e] = metrics_hist("paycb_reconciler_call_seconds",
-			                                "channel API call latency", l);
-		}
-	for (int k = 0; k < 4; k++) {
-		snprintf(l, sizeof(l), "state=\"%s\"", states[k]);
-		m->refunds[k] =
-		    metrics_gauge("paycb_reconciler_refunds", "refund requests by state", l);
-	}
-	for (int k = 0; k < 4; k++) {
-		snprintf(l, sizeof(l), "to=\"%s\"", states[k]);
-		m->transitions[k] =
-		    metrics_counter("paycb_reconciler_refund_transitions_total",
-		                    "refund requests this process moved, by new state", l);
-	}
-	m->recovered = metrics_counter("paycb_reconciler_recovered_payments_total",
-	                               "payments found paid by a query whose notification never "
-	                               "came (notification_lost)",
-	                               "");
-	m->closed =
-	    metrics_counter("paycb_reconciler_closed_total",
-	                    "orders closed at a channel after the merchant closed them", "");
-	m->forged = metrics_counter("paycb_reconciler_forged_answers_total",
-	                            "channel answers whose signature failed (never believed)", "");
-	m->cycle_errors = metrics_counter("paycb_reconciler_cycle_errors_total",
-	                                  "cycles in which a step failed", "");
-	m->cycle_us = metrics_hist("paycb_reconciler_cycle_seconds", "duration of one cycle", "");
-}
 
 static int
 recon_ready(void *arg, char *why, size_t len)
@@ -151,7 +90,7 @@ static int
 recon_cycle(struct reconciler *r, int *more)
 {
 	struct recon_counts c;
-	long long t0 = recon_now_ms();
+	long long t0 = clock_mono_ms();
 	int rc = 0, full = 0;
 
 	memset(&c, 0, sizeof(c));
@@ -167,7 +106,7 @@ recon_cycle(struct reconciler *r, int *more)
 	*more |= full;
 	if (recon_refund_gauges(r) != 0)
 		rc = -1;
-	metrics_observe_us(recon_mx.cycle_us, (recon_now_ms() - t0) * 1000);
+	metrics_observe_us(recon_mx.cycle_us, (clock_mono_ms() - t0) * 1000);
 	if (rc != 0)
 		metrics_inc(recon_mx.cycle_errors, 1);
 	atomic_store(&r->ready, rc == 0);
@@ -179,7 +118,7 @@ recon_cycle(struct reconciler *r, int *more)
 		         "queried=%lld recovered=%lld closes=%lld closed=%lld ms=%lld",
 		         c.refunds_due, c.refunds_leased, c.refunds_lost_race, c.submitted, c.done,
 		         c.failed, c.retried, c.unknown, c.stuck_alerts, c.orders_queried,
-		         c.recovered, c.closes, c.closed, recon_now_ms() - t0);
+		         c.recovered, c.closes, c.closed, clock_mono_ms() - t0);
 	return rc;
 }
 
@@ -187,7 +126,7 @@ int
 recon_d_loop(void *state)
 {
 	struct reconciler *r = state;
-	long long now = recon_now_ms();
+	long long now = clock_mono_ms();
 	int more = 0;
 
 	if (now < r->next_cycle_ms) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "money.h"
@@ -143,14 +144,14 @@ query_one(struct reconciler *r, const struct qrow *w, struct recon_counts *c)
 		unsigned long long id = 0;
 		char rid[32], detail[300];
 		const char *channel = chan_id_name((enum chan_id)(k + 1));
-		long long t0 = recon_now_ms();
+		long long t0 = clock_mono_ms();
 		int got;
 
 		if (m->cl[k] == NULL)
 			continue;
 		chan_query_payment(m->cl[k], &ref, &p, &res);
 		recon_count_call((enum chan_id)(k + 1), EP_QUERY, &res,
-		                 (recon_now_ms() - t0) * 1000);
+		                 (clock_mono_ms() - t0) * 1000);
 		snprintf(rid, sizeof(rid), "o%lld", w->id);
 		if (res.outcome != CHAN_OK) {
 			/* Not found is an answer (the user never started paying there). */

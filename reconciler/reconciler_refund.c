@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "money.h"
@@ -280,9 +281,9 @@ submit(struct reconciler *r, struct chan_client *cl, const struct rrow *w, int64
 		log_info(rid(w, id, sizeof(id)), "event=send_mark_lost");
 		return 0;
 	}
-	t0 = recon_now_ms();
+	t0 = clock_mono_ms();
 	chan_refund(cl, &q, &f, &res);
-	recon_count_call(chan_client_channel(cl), EP_REFUND, &res, (recon_now_ms() - t0) * 1000);
+	recon_count_call(chan_client_channel(cl), EP_REFUND, &res, (clock_mono_ms() - t0) * 1000);
 	log_info(rid(w, id, sizeof(id)),
 	         "event=refund_sent merchant=%s order=%s channel=%s out_refund_no=%s amount=%s "
 	         "outcome=%s code=%s http=%d",
@@ -334,10 +335,10 @@ work(struct reconciler *r, const struct rrow *w, struct recon_counts *c)
 	if (strcmp(w->status, "REQUESTED") == 0 && !w->sent)
 		return submit(r, cl, w, minor, c);
 	/* SUBMITTED, or a request that may have left: the channel says what happened. */
-	t0 = recon_now_ms();
+	t0 = clock_mono_ms();
 	chan_query_refund(cl, &ref, &f, &res);
 	recon_count_call(chan_client_channel(cl), EP_QUERY_REFUND, &res,
-	                 (recon_now_ms() - t0) * 1000);
+	                 (clock_mono_ms() - t0) * 1000);
 	if (res.outcome == CHAN_FINAL && not_found(res.code)) {
 		/* WeChat Pay answers an unknown refund number with an unsigned 404: a hint, not
 		 * proof. Acting on it is safe all the same: what follows is the same request with

@@ -8,9 +8,11 @@
  * and refreshes its gauges. Each row is claimed by one conditional UPDATE, so any number of
  * retriers can run side by side; each publish waits for its delivery report.
  *
- * Modules: retrier_daemon.c (state, cycle, daemon callbacks, metrics), retrier_sweep.c (due
- * rows), retrier_dlq.c (dead rows), retrier_publish.c (parallel confirmed publishing),
- * retrier_outbox.c, retrier_purge.c, retrier_alarm.c (stuck rows, alerts, gauges).
+ * Modules: retrier_daemon.c (state, cycle, daemon callbacks), retrier_sweep.c (due rows),
+ * retrier_dlq.c (dead rows), retrier_publish.c (parallel confirmed publishing),
+ * retrier_outbox.c, retrier_purge.c, retrier_alarm.c (stuck rows, alerts, gauges),
+ * retrier_lag.c (the processors' lag) and retrier_metrics.c (the metrics every module counts
+ * into, and the logs' names).
  */
 #ifndef PAYCB_RETRIER_H
 #define PAYCB_RETRIER_H
@@ -87,8 +89,6 @@ int retrier_cycle(struct retrier *r, int *more);
 int retrier_d_init(const struct conf *cf, void **state);
 int retrier_d_loop(void *state);
 int retrier_d_drain(void *state);
-const char *retrier_log_name(enum rlog lg);
-long long retrier_now_ms(void);
 
 /* retrier_sweep.c: leases and republishes due rows of one log. */
 extern const char *const retrier_sql_due[RLOG_N];
@@ -135,11 +135,9 @@ int retrier_lag_due(struct retrier *r);
 /* The last measurement of one topic; 0, or -1 when the topic is not measured. */
 int retrier_lag_topic(const struct retrier *r, const char *topic, long long *lag,
                       long long *due_lag, long long *overdue_ms);
-/* The labels of step k's series (0 = the main topic). */
-void retrier_lag_labels(const struct retrier *r, int k, char *buf, size_t len);
 void retrier_lag_free(struct retrier *r);
 
-/* Metrics, created once per process (retrier_daemon.c). */
+/* retrier_metrics.c: the metrics, created once per process by retrier_metrics_init. */
 struct metric;
 struct retrier_metrics {
 	struct metric *republished[RLOG_N][CFG_LIST_MAX + 1]; /* per step; 0 = main topic */
@@ -152,5 +150,8 @@ struct retrier_metrics {
 	struct metric *head_overdue_s[CFG_LIST_MAX + 1], *lag_ok;
 };
 extern struct retrier_metrics retrier_mx;
+void retrier_metrics_init(const struct retrier *r, int steps);
+/* The name of a log in log lines and series labels: "pay" or "refund". */
+const char *retrier_log_name(enum rlog lg);
 
 #endif

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "ladder.h"
 #include "log.h"
 #include "metrics.h"
@@ -87,7 +88,7 @@ retrier_alert(struct db *db, const char *kind, unsigned long long id, const char
 int
 retrier_alarm_check(struct retrier *r, struct retrier_counts *c)
 {
-	long long total = 0, oldest = 0, now = retrier_now_ms();
+	long long total = 0, oldest = 0, now = clock_mono_ms();
 	long long every_ms = r->cf->retrier.stuck_after_s * 1000;
 	char detail[256];
 

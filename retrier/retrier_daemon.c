@@ -1,5 +1,6 @@
 /*
- * retrier_daemon - the retrier's state, its cycle, the daemon_main callbacks and metrics.
+ * retrier_daemon - the retrier's state, its cycle and the daemon_main callbacks (the
+ * metrics it creates at open are retrier_metrics.c's).
  *
  * One thread owns the database connection and runs the cycles; the publish phases borrow a
  * few threads (retrier_publish.c) and the admin listener serves /metrics from its own. A
@@ -16,134 +17,12 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "clock.h"
 #include "daemon.h"
 #include "ladder.h"
 #include "log.h"
 #include "metrics.h"
 #include "retrier.h"
-
-struct retrier_metrics retrier_mx;
-
-long long
-retrier_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-const char *
-retrier_log_name(enum rlog lg)
-{
-	return lg == RLOG_REFUND ? "refund" : "pay";
-}
-
-/* retrier_metrics_init - creates the registry entries once per process. */
-static void
-retrier_metrics_init(const struct retrier *r, int steps)
-{
-	static int created;
-	struct retrier_metrics *m = &retrier_mx;
-	char l[400];
-
-	if (created)
-		return;
-	created = 1;
-	/* Series of one name are created together: the exposition prints HELP once per run. */
-	for (int lg = 0; lg < RLOG_N; lg++)
-		for (int k = 0; k <= steps; k++) {
-			snprintf(l, sizeof(l), "log=\"%s\",step=\"%d\"", retrier_log_name(lg), k);
-			m->republished[lg][k] = metrics_counter(
-			    "paycb_retrier_republished_total",
-			    "due rows republished and confirmed, by ladder step (0 = main topic)",
-			    l);
-		}
-	m->lost_race = metrics_counter("paycb_retrier_lease_lost_total",
-	                               "leases another retrier or the processor won", "");
-	m->publish_failed = metrics_counter("paycb_retrier_publish_failed_total",
-	                                    "publishes not confirmed; the lease expires", "");
-	m->dead = metrics_counter("paycb_retrier_dead_total", "rows this retrier made dead", "");
-	m->dlq_sent = metrics_counter("paycb_retrier_dead_letters_total",
-	                              "dead letters confirmed on the dead-letter topic", "");
-	m->outbox_sent = metrics_counter("paycb_retrier_outbox_relayed_total",
-	                                 "order_events rows relayed by the outbox sweep", "");
-	m->purged = metrics_counter("paycb_retrier_purged_total", "raw bodies cleared", "");
-	m->cycle_errors = metrics_counter("paycb_retrier_cycle_errors_total",
-	                                  "cycles in which a step failed", "");
-	for (int lg = 0; lg < RLOG_N; lg++)
-		for (int k = 0; k <= steps + 1; k++) {
-			snprintf(l, sizeof(l), "log=\"%s\",step=\"%d\"", retrier_log_name(lg), k);
-			m->pending[lg][k] = metrics_gauge(
-			    "paycb_retrier_pending_rows",
-			    "pending rows by retry_count (0 = first attempt, n+1 = to become dead)",
-			    l);
-		}
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
-		m->dead_rows[lg] = metrics_gauge("paycb_retrier_dead_rows", "dead rows", l);
-	}
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
-		m->dlq_unsent[lg] =
-		    metrics_gauge("paycb_retrier_dlq_unsent_rows",
-		                  "dead rows whose dead letter is not confirmed", l);
-	}
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
-		m->stuck[lg] = metrics_gauge(
-		    "paycb_retrier_stuck_rows",
-		    "pending rows due for longer than retrier.stuck_after_s (alarm when > 0)", l);
-	}
-	m->stuck_oldest_s = metrics_gauge("paycb_retrier_stuck_oldest_overdue_seconds",
-	                                  "how long the oldest stuck row has been due", "");
-	m->sweep_us = metrics_hist("paycb_retrier_sweep_seconds", "duration of one full cycle", "");
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
-		m->old[lg] = metrics_gauge("paycb_retrier_old_pending_rows",
-		                           "pending rows created (or replayed) longer ago than the "
-		                           "end-to-end threshold (alarm when > 0)",
-		                           l);
-	}
-	m->old_oldest_s = metrics_gauge("paycb_retrier_old_pending_oldest_seconds",
-	                                "age of the oldest pending row past the end-to-end "
-	                                "threshold",
-	                                "");
-	m->old_after_s = metrics_gauge("paycb_retrier_old_pending_threshold_seconds",
-	                               "the end-to-end threshold in force", "");
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
-		m->storm_rows[lg] = metrics_gauge(
-		    "paycb_retrier_republish_storm_rows",
-		    "pending rows republished more than retrier.max_republish times at one attempt",
-		    l);
-	}
-	m->storms = metrics_counter("paycb_retrier_republish_storms_total",
-	                            "rows that went past retrier.max_republish at one attempt", "");
-	/* The processors' lag per topic (retrier_lag.c): step 0 is the main topic. */
-	for (int k = 0; k <= steps; k++) {
-		retrier_lag_labels(r, k, l, sizeof(l));
-		m->lag[k] = metrics_gauge("paycb_consumer_lag_messages",
-		                          "messages the processors' group has not consumed yet", l);
-	}
-	for (int k = 0; k <= steps; k++) {
-		retrier_lag_labels(r, k, l, sizeof(l));
-		m->due_lag[k] = metrics_gauge("paycb_consumer_due_lag_messages",
-		                              "lag of the partitions whose head is due (a delay "
-		                              "topic's held head is not lag)",
-		                              l);
-	}
-	for (int k = 0; k <= steps; k++) {
-		retrier_lag_labels(r, k, l, sizeof(l));
-		m->head_overdue_s[k] = metrics_gauge(
-		    "paycb_consumer_head_overdue_seconds",
-		    "longest a partition's head has been due and not consumed (main topic: the "
-		    "oldest unconsumed message's age)",
-		    l);
-	}
-	m->lag_ok = metrics_gauge("paycb_consumer_lag_check_ok",
-	                          "1 when the last lag measurement succeeded", "");
-}
 
 /* retrier_open - state for one retrier: database, producer, topic names, metrics. */
 int
@@ -157,7 +36,7 @@ retrier_open(const struct conf *cf, struct retrier **out, char *err, size_t errl
 		return EXIT_SOFTWARE;
 	}
 	r->cf = cf;
-	r->rng = (unsigned)getpid() ^ (unsigned)retrier_now_ms();
+	r->rng = (unsigned)getpid() ^ (unsigned)clock_mono_ms();
 	conf_topic(cf, "callbacks", r->topic_main, sizeof(r->topic_main));
 	conf_topic(cf, "callbacks.dlq", r->topic_dlq, sizeof(r->topic_dlq));
 	conf_topic(cf, "order-events", r->topic_events, sizeof(r->topic_events));
@@ -203,13 +82,13 @@ int
 retrier_cycle(struct retrier *r, int *more)
 {
 	struct retrier_counts c;
-	long long t0 = retrier_now_ms();
-	struct timespec a, b;
+	long long t0 = clock_mono_ms();
+	long long a, b;
 	int rc = 0, full;
 
 	memset(&c, 0, sizeof(c));
 	*more = 0;
-	clock_gettime(CLOCK_MONOTONIC, &a);
+	a = clock_mono_us();
 	if (retrier_alarm_check(r, &c) != 0)
 		rc = -1;
 	if (retrier_old_check(r, &c) != 0)
@@ -232,9 +111,8 @@ retrier_cycle(struct retrier *r, int *more)
 			rc = -1;
 	if (retrier_gauges(r) != 0)
 		rc = -1;
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	metrics_observe_us(retrier_mx.sweep_us, (long long)(b.tv_sec - a.tv_sec) * 1000000 +
-	                                            (b.tv_nsec - a.tv_nsec) / 1000);
+	b = clock_mono_us();
+	metrics_observe_us(retrier_mx.sweep_us, b - a);
 	if (rc != 0)
 		metrics_inc(retrier_mx.cycle_errors, 1);
 	atomic_store(&r->ready, rc == 0);
@@ -246,7 +124,7 @@ retrier_cycle(struct retrier *r, int *more)
 		         "stuck=%lld old=%lld old_alerted=%lld storms=%lld ms=%lld",
 		         c.due, c.leased, c.lost_race, c.republished, c.failed, c.dead, c.dlq_sent,
 		         c.outbox_sent, c.purged, c.stuck, c.old, c.old_alerted, c.storms,
-		         retrier_now_ms() - t0);
+		         clock_mono_ms() - t0);
 	return rc;
 }
 
@@ -303,7 +181,7 @@ int
 retrier_d_loop(void *state)
 {
 	struct retrier *r = state;
-	long long now = retrier_now_ms();
+	long long now = clock_mono_ms();
 	int more = 0;
 
 	if (now < r->next_cycle_ms) {

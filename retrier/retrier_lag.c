@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "kq.h"
 #include "ladder.h"
 #include "log.h"
@@ -197,7 +198,7 @@ static void
 lag_heads(struct retrier_lag *lg)
 {
 	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(64);
-	long long deadline = retrier_now_ms() + LAG_HEAD_WAIT_MS;
+	long long deadline = clock_mono_ms() + LAG_HEAD_WAIT_MS;
 	int want = 0;
 
 	for (int i = 0; i < lg->ntopics; i++)
@@ -209,7 +210,7 @@ lag_heads(struct retrier_lag *lg)
 			}
 	if (want == 0 || rd_kafka_assign(lg->rk, l) != RD_KAFKA_RESP_ERR_NO_ERROR)
 		goto done;
-	while (want > 0 && retrier_now_ms() < deadline) {
+	while (want > 0 && clock_mono_ms() < deadline) {
 		rd_kafka_message_t *m = rd_kafka_consumer_poll(lg->rk, 100);
 		const char *name;
 
@@ -278,7 +279,7 @@ retrier_lag_check(struct retrier *r)
 	if (lag_offsets(lg) != 0)
 		goto done;
 	lag_heads(lg);
-	now = retrier_now_ms();
+	now = clock_mono_ms();
 	for (int i = 0; i < lg->ntopics; i++) {
 		struct lag_topic *t = &lg->topics[i];
 
@@ -302,7 +303,7 @@ done:
 int
 retrier_lag_due(struct retrier *r)
 {
-	long long every = r->cf->retrier.lag_interval_s * 1000, now = retrier_now_ms();
+	long long every = r->cf->retrier.lag_interval_s * 1000, now = clock_mono_ms();
 	long long next = r->lag ? r->lag->next_ms : 0;
 
 	if (every <= 0 || now < next)
@@ -328,13 +329,6 @@ retrier_lag_topic(const struct retrier *r, const char *topic, long long *lag, lo
 		return 0;
 	}
 	return -1;
-}
-
-void
-retrier_lag_labels(const struct retrier *r, int k, char *buf, size_t len)
-{
-	snprintf(buf, len, "topic=\"%s\",kind=\"%s\"", k ? r->topic_step[k] : r->topic_main,
-	         k ? "delay" : "main");
 }
 
 void

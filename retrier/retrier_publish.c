@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "retrier.h"
 
 #define PUB_THREADS 8
@@ -29,7 +30,7 @@ struct pub_phase {
 static void
 pub_one(struct pub_phase *ph, struct retrier_job *j)
 {
-	long long left = ph->deadline_ms - retrier_now_ms();
+	long long left = ph->deadline_ms - clock_mono_ms();
 
 	if (left <= 0) {
 		j->rc = 1;
@@ -70,7 +71,7 @@ retrier_publish(struct retrier *r, struct retrier_job *jobs, int n)
 	atomic_init(&ph.next, 0);
 	/* A delivery report comes within message.timeout.ms; a little more covers the poller. */
 	ph.wait_ms = (int)r->cf->kafka.delivery_timeout_ms + 1000;
-	ph.deadline_ms = retrier_now_ms() + ph.wait_ms + 1000;
+	ph.deadline_ms = clock_mono_ms() + ph.wait_ms + 1000;
 	for (int t = 0; t < PUB_THREADS && t < n - 1; t++) {
 		if (pthread_create(&th[nth], NULL, pub_main, &ph) != 0)
 			break; /* fewer threads only make the phase slower */

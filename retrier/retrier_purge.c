@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "retrier.h"
@@ -38,13 +39,13 @@ static const char *const sql_clear[RLOG_N] = {CLEAR_SQL("pay_callback_log"),
 int
 retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c)
 {
-	long long end = retrier_now_ms() + PURGE_BUDGET_MS;
+	long long end = clock_mono_ms() + PURGE_BUDGET_MS;
 	char *cursor = r->purge_cursor[lg];
 	char upto[32];
 
 	if (cursor[0] == '\0')
 		snprintf(cursor, sizeof(r->purge_cursor[lg]), "1000-01-01 00:00:00.000");
-	while (retrier_now_ms() < end) {
+	while (clock_mono_ms() < end) {
 		struct db_in in[3] = {DBI_STR(cursor), DBI_I64(r->cf->retrier.purge_after_s),
 		                      DBI_I64(r->cf->retrier.purge_batch)};
 		struct db_out out[2] = {DBO_STR(upto, sizeof(upto)), DBO_I64()};

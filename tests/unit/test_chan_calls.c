@@ -29,6 +29,7 @@
 
 #include "chan_client.h"
 #include "chan_int.h"
+#include "clock.h"
 #include "form.h"
 #include "sig.h"
 #include "testkeys.h"
@@ -728,7 +729,7 @@ test_rate_limit(void **state)
 	chan_client_free(other);
 	{
 		struct chan_rate *rt = chan_rate_get("m-clock", CHAN_WXPAY, 10, 2);
-		long long t = chan_mono_ms() + 10;
+		long long t = clock_mono_ms() + 10;
 
 		assert_int_equal(chan_rate_take(rt, t), 0);
 		assert_int_equal(chan_rate_take(rt, t), 0);

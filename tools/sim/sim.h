@@ -11,6 +11,7 @@
  * Modules: sim_keys.c (key generation), sim_conf.c (configuration writing, loading the
  * merchants' keys), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
  * sim_plan.c (scenarios), sim_plan_refunds.c (the refund and edge-state scenarios),
+ * sim_plan_notes.c (the notifications and delivery chains both build cases from),
  * sim_expect.c (what each kind of case must produce), sim_deliver.c (the delivery engine),
  * sim_orders.c (orders and the paid-order poller), sim_check.c (the outcome checks),
  * sim_stats.c (counters, latencies, helpers), sim_run.c (`run`: the whole scenario and its
@@ -40,10 +41,6 @@
 
 enum sim_ch { SIM_WX = 0, SIM_ALI = 1, SIM_STRIPE = 2, SIM_NCH };
 const char *sim_ch_name(enum sim_ch ch);
-
-/* Monotonic and wall clocks in microseconds. */
-long long sim_now_us(void);
-long long sim_wall_us(void);
 
 /* A small deterministic generator (xorshift64*), one per thread or per plan. */
 uint64_t sim_rand(uint64_t *state);
@@ -332,8 +329,8 @@ struct sim_plan {
 	long long window_us; /* the incident window */
 };
 
-/* A notification of case ci (refund: seq numbers it within the order); returns its index
- * or -1. */
+/* sim_plan_notes.c: a notification of case ci (refund: seq numbers it within the order);
+ * returns its index or -1. */
 int sim_plan_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch ch,
                   const char *trade, int refund, int seq, uint64_t *rng);
 /* A delivery chain of note, starting at start_us, or after_us after delivery after was
@@ -431,10 +428,10 @@ struct sim_seen {
 	int unroutable, unroutable_match; /* kept by ingest; with the expected reason */
 };
 
+/* ---- sim_expect.c ---------------------------------------------------------------------- */
+
 /* Appends one mismatch description to buf, "; "-separated. */
 void sim_addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* ---- sim_expect.c ---------------------------------------------------------------------- */
 
 /* The order status case c must end in; full: with a processor (else only ingest ran). */
 const char *sim_case_status(const struct sim_case *c, int full);

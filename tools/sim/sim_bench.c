@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "msg.h"
 #include "sim.h"
@@ -166,7 +167,7 @@ ceiling_thread(void *arg)
 		return NULL;
 	}
 	for (int i = c->index; i < c->count; i += c->conc) {
-		long long t0 = sim_now_us();
+		long long t0 = clock_mono_us();
 		unsigned long long id;
 		enum db_rc rc =
 		    c->process ? one_process(&db, c->rows[i]) : one_reserve(&db, c->run, i, &id);
@@ -176,7 +177,7 @@ ceiling_thread(void *arg)
 			snprintf(c->err, sizeof(c->err), "%s", db.last_error);
 			continue;
 		}
-		sim_lat_add(c->lat, sim_now_us() - t0);
+		sim_lat_add(c->lat, clock_mono_us() - t0);
 	}
 	db_close(&db);
 	return NULL;
@@ -274,7 +275,7 @@ sim_dbceiling_main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(body); i++)
 		body[i] = (char)('a' + i % 26);
-	t_run = sim_wall_us();
+	t_run = clock_wall_us();
 	if ((c = calloc((size_t)conc, sizeof(*c))) == NULL ||
 	    (t = calloc((size_t)conc, sizeof(*t))) == NULL ||
 	    (rows = calloc((size_t)count, sizeof(*rows))) == NULL)
@@ -295,7 +296,7 @@ sim_dbceiling_main(int argc, char **argv)
 		rc = EXIT_UNAVAILABLE;
 		goto done;
 	}
-	t0 = sim_now_us();
+	t0 = clock_mono_us();
 	for (int i = 0; i < conc; i++)
 		if (pthread_create(&t[i], NULL, ceiling_thread, &c[i]) != 0)
 			goto done;
@@ -303,7 +304,7 @@ sim_dbceiling_main(int argc, char **argv)
 		pthread_join(t[i], NULL);
 		failed += c[i].failed;
 	}
-	us = sim_now_us() - t0;
+	us = clock_mono_us() - t0;
 	printf("dbceiling %s: %d %s at concurrency %d in %lld ms: %lld/s, p50 %s, p99 %s, "
 	       "p99.9 %s%s%s\n",
 	       shape, count - failed, c[0].process ? "payment transactions" : "INSERTs", conc,
@@ -417,7 +418,7 @@ sim_drain_main(int argc, char **argv)
 			printf("%lld\n", out[0].i);
 		goto done;
 	}
-	t0 = sim_now_us();
+	t0 = clock_mono_us();
 	deadline = t0 + (long long)wait_s * 1000000;
 	for (;;) {
 		struct db_in in[1] = {DBI_I64(after)};
@@ -433,7 +434,7 @@ sim_drain_main(int argc, char **argv)
 			rc = EXIT_UNAVAILABLE;
 			goto done;
 		}
-		if (out[0].i >= count || sim_now_us() >= deadline)
+		if (out[0].i >= count || clock_mono_us() >= deadline)
 			break;
 		nanosleep(&ts, NULL);
 	}

@@ -31,7 +31,6 @@
  * many copies came, and orders untouched. Rows are selected by the run id every identifier carries,
  * one query per table and merchant.
  */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -265,23 +264,6 @@ load(struct db *db, struct ctx *x, const struct sim_merchant *m, int nm, int ful
 			return -1;
 	}
 	return 0;
-}
-
-void
-sim_addf(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t n = strlen(buf);
-	va_list ap;
-
-	if (n + 3 >= len)
-		return;
-	if (n > 0) {
-		memcpy(buf + n, "; ", 3);
-		n += 2;
-	}
-	va_start(ap, fmt);
-	vsnprintf(buf + n, len - n, fmt, ap);
-	va_end(ap);
 }
 
 /* judge - the mismatches of one case; buf is left empty when it is as expected. */

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "sim.h"
 
 /* The channels' retry delays in seconds after push 1, 2, ... (channel-specs.md). */
@@ -186,7 +187,7 @@ book(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
 		                                : &e->st->failed,
 		                 1);
 	}
-	t = sim_now_us();
+	t = clock_mono_us();
 	if (ok)
 		atomic_store(&e->st->last_ok_us, t);
 	pthread_mutex_lock(&e->mu);
@@ -224,7 +225,7 @@ push(struct sim_engine *e, struct sim_conn *c, int di)
 
 	memset(&a, 0, sizeof(a));
 	if (b != NULL) {
-		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, sim_now_us());
+		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, clock_mono_us());
 		sim_http_post(c, path, headers, b->body, b->len, e->o->timeout_ms, &a);
 	}
 	book(e, di, &a, b != NULL);
@@ -253,7 +254,7 @@ worker(void *arg)
 	e->connected++;
 	pthread_cond_broadcast(&e->cv);
 	while (!e->stop) {
-		long long now = sim_now_us();
+		long long now = clock_mono_us();
 		struct timespec ts;
 
 		if (e->nheap > 0 && e->p->dels[e->heap[0]].due_us <= now && e->t0 > 0) {
@@ -419,7 +420,7 @@ sim_engine_start(struct sim_engine **out, struct sim_plan *p, const struct sim_m
 	pthread_mutex_lock(&e->mu);
 	while (e->connected < e->nworkers || e->storm_ready < nb)
 		pthread_cond_wait(&e->cv, &e->mu);
-	e->t0 = sim_now_us();
+	e->t0 = clock_mono_us();
 	e->storm_go = 1;
 	for (int i = 0; i < p->ndels; i++) {
 		struct sim_delivery *d = &p->dels[i];
@@ -462,7 +463,7 @@ sim_engine_stop(struct sim_engine *e)
 	pthread_mutex_lock(&e->mu);
 	e->stop = 1;
 	if (e->t0 == 0)
-		e->t0 = sim_now_us();
+		e->t0 = clock_mono_us();
 	pthread_cond_broadcast(&e->cv);
 	pthread_mutex_unlock(&e->mu);
 	for (int i = 0; i < e->nthreads; i++)

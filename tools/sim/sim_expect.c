@@ -22,9 +22,32 @@
  *
  * Every row is done, none dead, and no order has more than the money it was paid refunded.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sim.h"
+
+/*
+ * sim_addf - appends a mismatch to buf. It lives here, below sim_check.c, because both files
+ * judge cases and write their mismatches with it.
+ */
+void
+sim_addf(char *buf, size_t len, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	va_list ap;
+
+	if (n + 3 >= len)
+		return;
+	if (n > 0) {
+		memcpy(buf + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf + n, len - n, fmt, ap);
+	va_end(ap);
+}
 
 /* One kind's expectations with a processor running. */
 struct want {

@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sim.h"
 
 #define SIM_HTTP_BUF 16384
@@ -79,7 +80,7 @@ done:
 static int
 wait_fd(int fd, short ev, long long deadline_us)
 {
-	long long left = deadline_us - sim_now_us();
+	long long left = deadline_us - clock_mono_us();
 	struct pollfd p = {fd, ev, 0};
 
 	if (left <= 0)
@@ -213,7 +214,7 @@ sim_http_post(struct sim_conn *c, const char *path, const char *headers, const v
 	if ((n = sim_http_head(c, path, headers, len, head, sizeof(head))) < 0)
 		return -1;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		long long t0 = sim_now_us(), deadline = t0 + (long long)timeout_ms * 1000;
+		long long t0 = clock_mono_us(), deadline = t0 + (long long)timeout_ms * 1000;
 		int reused = c->fd >= 0, r;
 		struct iovec iov[2] = {{head, (size_t)n}, {(void *)body, len}};
 
@@ -226,7 +227,7 @@ sim_http_post(struct sim_conn *c, const char *path, const char *headers, const v
 			break;
 		}
 		r = read_answer(c, deadline, a, &keep);
-		a->us = sim_now_us() - t0;
+		a->us = clock_mono_us() - t0;
 		if (r == 0) {
 			if (!keep)
 				sim_conn_close(c);
@@ -247,7 +248,7 @@ sim_http_get(const char *addr, int port, const char *path, int timeout_ms, struc
 	struct sim_conn c;
 	char req[512];
 	int n, keep, rc = -1;
-	long long deadline = sim_now_us() + (long long)timeout_ms * 1000;
+	long long deadline = clock_mono_us() + (long long)timeout_ms * 1000;
 
 	memset(a, 0, sizeof(*a));
 	sim_conn_init(&c, addr, port);

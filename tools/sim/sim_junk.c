@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "sim.h"
 
@@ -37,7 +38,7 @@ junk_client(void *arg)
 	unsigned k = (unsigned)(size_t)&c;
 
 	sim_conn_init(&c, j->addr, j->port);
-	while (sim_now_us() < j->end_us) {
+	while (clock_mono_us() < j->end_us) {
 		long long now = (long long)time(NULL);
 
 		switch (k++ % 4) {
@@ -143,14 +144,14 @@ sim_junk_main(int argc, char **argv)
 	j.ali[len] = '\0';
 	j.addr = cf.ingest.listen_addr;
 	j.port = (int)cf.ingest.listen_port;
-	t0 = sim_now_us();
+	t0 = clock_mono_us();
 	j.end_us = t0 + secs * 1000000LL;
 	for (; started < conc; started++)
 		if (pthread_create(&t[started], NULL, junk_client, &j) != 0)
 			break;
 	for (int i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
-	t0 = sim_now_us() - t0;
+	t0 = clock_mono_us() - t0;
 	fp = report ? fopen(report, "w") : stdout;
 	if (fp != NULL) {
 		fprintf(fp,

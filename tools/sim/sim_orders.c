@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "money.h"
 #include "sim.h"
 
@@ -114,7 +115,7 @@ on_paid(void *arg, struct db_out *out)
 	struct sim_poller *pl = arg;
 	int ci = find_case(pl, (unsigned long long)out[0].i);
 	struct sim_case *c;
-	long long ack, now = sim_now_us();
+	long long ack, now = clock_mono_us();
 
 	if (ci < 0)
 		return 0;

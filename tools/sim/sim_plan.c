@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sim.h"
 
 /* Delays between dependent chains (real time, not channel time). */
@@ -92,7 +93,7 @@ static void
 run_id(char *out, size_t len)
 {
 	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-	uint64_t v = (uint64_t)(sim_wall_us() / 1000) * 1000 + (uint64_t)(getpid() % 1000);
+	uint64_t v = (uint64_t)(clock_wall_us() / 1000) * 1000 + (uint64_t)(getpid() % 1000);
 	char tmp[16];
 	int n = 0;
 
@@ -105,35 +106,6 @@ run_id(char *out, size_t len)
 	out[n < (int)len ? n : (int)len - 1] = '\0';
 }
 
-static int
-grow(void **arr, int *cap, int need, size_t elem)
-{
-	void *p;
-	int ncap;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 1024;
-	while (ncap < need)
-		ncap *= 2;
-	if ((p = realloc(*arr, (size_t)ncap * elem)) == NULL)
-		return -1;
-	memset((char *)p + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
-static void
-note_path(struct sim_note *n, const struct sim_merchant *m)
-{
-	if (strcmp(m->id, "default") == 0)
-		snprintf(n->path, sizeof(n->path), "/pay/callback/%s", sim_ch_name(n->ch));
-	else
-		snprintf(n->path, sizeof(n->path), "/pay/callback/%s/%s", sim_ch_name(n->ch),
-		         m->id);
-}
-
 /* trade_no - a channel trade number in that channel's style, unique per run and case. */
 static void
 trade_no(char *buf, size_t len, enum sim_ch ch, const char *run, int i, int second)
@@ -141,68 +113,6 @@ trade_no(char *buf, size_t len, enum sim_ch ch, const char *run, int i, int seco
 	static const char *const prefix[SIM_NCH] = {"4200", "2026", "pi_"};
 
 	snprintf(buf, len, "%s%s%06d%s", prefix[ch], run, i, second ? "b" : "");
-}
-
-int
-sim_plan_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_ch ch,
-              const char *trade, int refund, int seq, uint64_t *rng)
-{
-	struct sim_case *c = &p->cases[ci];
-	struct sim_note *n;
-
-	if (grow((void **)&p->notes, &p->notes_cap, p->nnotes + 1, sizeof(*n)) != 0)
-		return -1;
-	n = &p->notes[p->nnotes];
-	n->ccase = ci;
-	n->merchant = c->merchant;
-	n->ch = ch;
-	n->refund = refund;
-	n->seq = seq;
-	memcpy(n->currency, c->currency, 4);
-	snprintf(n->order, sizeof(n->order), "%s", c->order);
-	snprintf(n->trade, sizeof(n->trade), "%s", trade);
-	snprintf(n->charge, sizeof(n->charge), "ch_%s", trade + 3);
-	n->amount = c->amount;
-	n->total = c->amount;
-	/* WeChat Pay signs with either of its keys while merchants migrate; Stripe sends two
-	 * signatures while a secret is rolled. */
-	n->wx_pubkey = (int)sim_rand_below(rng, 2);
-	n->stripe_both = (int)sim_rand_below(rng, 2);
-	if (refund) {
-		snprintf(n->refund_no, sizeof(n->refund_no), "R%s-%d", c->order, seq);
-		if (ch == SIM_STRIPE)
-			snprintf(n->refund_id, sizeof(n->refund_id), "re_%s_%d", trade + 3, seq);
-		else
-			snprintf(n->refund_id, sizeof(n->refund_id), "5030%s%d", trade + 4, seq);
-	}
-	note_path(n, &m[c->merchant]);
-	return p->nnotes++;
-}
-
-int
-sim_plan_del(struct sim_plan *p, int note, long long start_us, int after, long long after_us,
-             int lost_acks, int burst, uint64_t *rng)
-{
-	struct sim_delivery *d;
-
-	if (note < 0 || grow((void **)&p->dels, &p->dels_cap, p->ndels + 1, sizeof(*d)) != 0)
-		return -1;
-	d = &p->dels[p->ndels];
-	d->note = note;
-	d->start_us = start_us;
-	d->after = after;
-	d->after_us = after_us;
-	d->lost_acks = lost_acks;
-	d->burst = burst;
-	d->first_dep = -1;
-	d->next_dep = -1;
-	d->tie = sim_rand(rng);
-	if (after >= 0) {
-		d->next_dep = p->dels[after].first_dep;
-		p->dels[after].first_dep = p->ndels;
-	}
-	p->bursts += burst;
-	return p->ndels++;
 }
 
 /* second_channel - where the second payment of paid-twice comes from: the other CNY

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "sim.h"
 
@@ -92,7 +93,7 @@ progress(const struct sim_stats *st, long long t0, int pending)
 	fprintf(stderr,
 	        "[%4llds] sent %lld  acked %lld  lost-acks %lld  failed %lld  no-answer %lld  "
 	        "chains-open %d  paid %d/%d\n",
-	        (sim_now_us() - t0) / 1000000, (long long)st->sent, (long long)st->ok,
+	        (clock_mono_us() - t0) / 1000000, (long long)st->sent, (long long)st->ok,
 	        (long long)st->lost, (long long)st->failed, (long long)st->errors, pending,
 	        (int)st->paid_seen, st->paid_expected);
 }
@@ -345,27 +346,27 @@ sim_run(struct sim_opts *o)
 		goto done;
 	}
 	db_up = 1;
-	t0 = sim_now_us();
+	t0 = clock_mono_us();
 	if (sim_orders_create(&db, &plan, m, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim: %s\n", err);
 		rc = EXIT_UNAVAILABLE;
 		goto done;
 	}
 	fprintf(stderr, "paycb-sim: %d orders created in %lld ms\n", plan.ncases,
-	        (sim_now_us() - t0) / 1000);
-	t0 = sim_now_us();
+	        (clock_mono_us() - t0) / 1000);
+	t0 = clock_mono_us();
 	if (presign(&plan, m) != 0) {
 		fprintf(stderr, "paycb-sim: signing failed\n");
 		goto done;
 	}
 	fprintf(stderr, "paycb-sim: %d notifications signed in %lld ms\n", plan.nnotes,
-	        (sim_now_us() - t0) / 1000);
+	        (clock_mono_us() - t0) / 1000);
 	if (!o->ingest_only && sim_poller_start(&pl, &cf.db, &plan, &st, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim: %s\n", err);
 		rc = EXIT_UNAVAILABLE;
 		goto done;
 	}
-	t0 = sim_now_us();
+	t0 = clock_mono_us();
 	deadline = t0 + (long long)o->wait_s * 1000000;
 	if (sim_engine_start(&eng, &plan, m, o, cf.ingest.listen_addr, (int)cf.ingest.listen_port,
 	                     &st, err, sizeof(err)) != 0) {
@@ -374,15 +375,15 @@ sim_run(struct sim_opts *o)
 	}
 	/* Deliveries first, then the database settles; both within --wait. */
 	for (long long next = t0 + 1000000;
-	     sim_engine_pending(eng) > 0 && sim_now_us() < deadline;) {
+	     sim_engine_pending(eng) > 0 && clock_mono_us() < deadline;) {
 		sleep_ms(50);
-		if (o->progress && sim_now_us() >= next) {
+		if (o->progress && clock_mono_us() >= next) {
 			progress(&st, t0, sim_engine_pending(eng));
 			next += 1000000;
 		}
 	}
 	for (long long next = 0, printed = -1;;) {
-		long long now = sim_now_us();
+		long long now = clock_mono_us();
 
 		if (now >= next) {
 			if (sim_check(&db, &plan, m, nm, o, ladder_fits, &res, NULL) != 0) {
@@ -422,7 +423,7 @@ sim_run(struct sim_opts *o)
 		res.mismatches++;
 	}
 	expect(&plan, ladder_fits, !o->ingest_only, &x);
-	report(o, &plan, &st, &res, &x, ladder_fits, ladder_s, sim_now_us() - t0);
+	report(o, &plan, &st, &res, &x, ladder_fits, ladder_s, clock_mono_us() - t0);
 	rc = checked && res.mismatches == 0 ? 0 : SIM_EXIT_MISMATCH;
 done:
 	sim_poller_stop(pl);

@@ -1,7 +1,8 @@
 /*
  * sim_stats - what the simulator counts and times: pushes, answers by channel and status,
  * lost acknowledgements, latency samples in integer microseconds, and the small helpers
- * (clocks, the seeded generator, channel names, key=value report lines) the modules share.
+ * (the seeded generator, channel names, key=value report lines) the modules share; the
+ * clocks are common/clock's.
  *
  * Latencies are kept as every sample rather than as a histogram: a run has at most a few
  * hundred thousand of them, and exact percentiles (nearest rank) need no bucket choices.
@@ -9,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sim.h"
 
@@ -19,24 +19,6 @@ sim_ch_name(enum sim_ch ch)
 	static const char *const n[SIM_NCH] = {"wxpay", "alipay", "stripe"};
 
 	return (unsigned)ch < SIM_NCH ? n[ch] : "unknown";
-}
-
-long long
-sim_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-long long
-sim_wall_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 uint64_t

@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "sim.h"
 
 /* How often copies that were sent are checked against their timeout. */
@@ -133,14 +134,14 @@ sim_storm_run(struct sim_storm_req *r, int n, int timeout_ms, void (*done)(void 
 	if (idx == NULL || ep < 0) {
 		/* Nothing can be sent: every copy is booked as unanswered. */
 		for (int i = 0; i < n; i++)
-			end_copy(-1, r, i, sim_now_us(), done, arg);
+			end_copy(-1, r, i, clock_mono_us(), done, arg);
 		goto done;
 	}
 	for (int i = 0; i < n; i++)
 		idx[i] = i;
 	qsort_r(idx, (size_t)n, sizeof(int), by_instant, r);
 	while (left > 0) {
-		long long now = sim_now_us();
+		long long now = clock_mono_us();
 		int wait_ms = STORM_SCAN_US / 1000, k;
 
 		/* Every copy whose instant has come is written now, in instant order. */
@@ -149,16 +150,16 @@ sim_storm_run(struct sim_storm_req *r, int n, int timeout_ms, void (*done)(void 
 			struct epoll_event ev = {EPOLLIN | EPOLLOUT, {.u32 = (uint32_t)idx[next]}};
 
 			next++;
-			q->t_send = sim_now_us();
+			q->t_send = clock_mono_us();
 			if (q->c.fd < 0 || send_rest(q) != 0 ||
 			    epoll_ctl(ep, EPOLL_CTL_ADD, q->c.fd, &ev) != 0) {
 				q->a.status = 0;
-				end_copy(ep, r, (int)(q - r), sim_now_us(), done, arg);
+				end_copy(ep, r, (int)(q - r), clock_mono_us(), done, arg);
 				left--;
 			}
 		}
 		if (next < n) {
-			long long until = r[idx[next]].at_us - sim_now_us();
+			long long until = r[idx[next]].at_us - clock_mono_us();
 			if (until < STORM_SCAN_US)
 				wait_ms = until > 0 ? (int)((until + 999) / 1000) : 0;
 		}
@@ -181,12 +182,12 @@ sim_storm_run(struct sim_storm_req *r, int n, int timeout_ms, void (*done)(void 
 			if (!finished && (evs[j].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 				finished = read_some(q);
 			if (finished) {
-				end_copy(ep, r, (int)evs[j].data.u32, sim_now_us(), done, arg);
+				end_copy(ep, r, (int)evs[j].data.u32, clock_mono_us(), done, arg);
 				left--;
 			}
 		}
 		/* Copies sent longer ago than the timeout end unanswered, as a channel's would. */
-		if ((now = sim_now_us()) >= scan_at) {
+		if ((now = clock_mono_us()) >= scan_at) {
 			scan_at = now + STORM_SCAN_US;
 			for (int j = 0; j < next; j++) {
 				struct sim_storm_req *q = &r[idx[j]];
