@@ -153,7 +153,9 @@ say "ingest: $IHALF_N unique notifications at $IRATE/s (half of its $IMAX/s), op
 
 # Genuine traffic beside a junk flood: the same open-loop rate (a quarter of the maximum) for
 # 6 s, first alone, then while paycb-sim junk sends requests that are not notifications from
-# 32 keep-alive clients as fast as it can (issue 18: junk must not take genuine slots).
+# 32 keep-alive clients as fast as it can, half of them shaped like real ones (--shaped: a
+# real key id, fresh timestamps, signatures of the right length, so they cost a
+# verification) (issue 18: junk must not take genuine slots).
 JRATE=$((IMAX / 4 > 1 ? IMAX / 4 : 1))
 JN=$((JRATE * 6))
 say "ingest: $JN unique notifications at $JRATE/s, alone"
@@ -161,7 +163,7 @@ say "ingest: $JN unique notifications at $JRATE/s, alone"
 	--rate "$JRATE" --concurrency 64 --ingest-only --wait 300 --report "$B/ingest-quiet.kv" \
 	>"$B/log/sim-ingest-quiet.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-quiet.log"; exit 1; }
 say "ingest: $JN unique notifications at $JRATE/s during a junk flood from 32 clients"
-bin/paycb-sim junk -c "$B/ingest-only.conf" --concurrency 32 --seconds 9 --report "$B/junk.kv" \
+bin/paycb-sim junk -c "$B/ingest-only.conf" --concurrency 32 --seconds 9 --shaped --report "$B/junk.kv" \
 	>"$B/log/sim-junk.log" 2>&1 &
 JUNK_PID=$!
 "${SIMRUN[@]}" -c "$B/ingest-only.conf" --keys "$B/keys" --scenario load --orders "$JN" \

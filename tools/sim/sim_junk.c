@@ -4,7 +4,12 @@
  * measure genuine traffic's latency beside it. The junk is what the review's cost measurement
  * used and what the cheap checks refuse: 64 KiB Alipay bodies of 250 parameters with a
  * well-formed 256-byte sign, WeChat requests with an unknown serial, with a stale timestamp
- * or with no signature headers, and Stripe requests without Stripe-Signature.
+ * or with no signature headers, and Stripe requests without Stripe-Signature. With --shaped
+ * half of it is shaped like real notifications instead, which passes the cheap checks and
+ * costs a verification: WeChat Pay requests with the default merchant's real key id, a fresh
+ * timestamp and a signature of the right length; Alipay forms of 30 parameters with its app
+ * id and a 256-byte sign; Stripe events with a fresh, well-formed Stripe-Signature. None of
+ * them verifies.
  *
  * Report (key=value): sent, refused (answered 4xx), busy (503), other, rate (per second).
  */
@@ -26,7 +31,55 @@ struct junk_run {
 	long long end_us;
 	atomic_llong sent, refused, busy, other;
 	char *ali; /* the Alipay body, shared read-only */
+	int shaped;
+	char wx_serial[96]; /* the default merchant's key id ("" when it has none) */
+	char ali_shaped[4096];
 };
+
+/* sig_b64 - a base64 string of n bytes' worth of 'A's (a signature's shape, never valid) */
+static void
+sig_b64(char *out, size_t cap, size_t bytes)
+{
+	size_t chars = (bytes + 2) / 3 * 4, pads = (3 - bytes % 3) % 3;
+
+	if (chars + 1 > cap)
+		chars = pads = 0;
+	for (size_t i = 0; i < chars; i++)
+		out[i] = i >= chars - pads ? '=' : 'A';
+	out[chars] = '\0';
+}
+
+/* junk_shaped - one request shaped like a real notification of channel k % 3 */
+static void
+junk_shaped(struct junk_run *j, struct sim_conn *c, unsigned k, long long now,
+            struct sim_answer *a)
+{
+	static const char wx_body[] = "{\"id\":\"junk\",\"event_type\":\"TRANSACTION.SUCCESS\"}";
+	char hdr[1024], sig[400];
+
+	switch (k % 3) {
+	case 0:
+		sig_b64(sig, sizeof(sig), 256);
+		snprintf(hdr, sizeof(hdr),
+		         "Content-Type: application/json\r\nWechatpay-Timestamp: %lld\r\n"
+		         "Wechatpay-Nonce: n%u\r\nWechatpay-Serial: %s\r\n"
+		         "Wechatpay-Signature: %s\r\n",
+		         now, k, j->wx_serial, sig);
+		sim_http_post(c, "/pay/callback/wxpay", hdr, wx_body, sizeof(wx_body) - 1, 5000, a);
+		break;
+	case 1:
+		sim_http_post(c, "/pay/callback/alipay",
+		              "Content-Type: application/x-www-form-urlencoded\r\n", j->ali_shaped,
+		              strlen(j->ali_shaped), 5000, a);
+		break;
+	default:
+		snprintf(hdr, sizeof(hdr),
+		         "Content-Type: application/json\r\nStripe-Signature: t=%lld,v1=%064u\r\n",
+		         now, k);
+		sim_http_post(c, "/pay/callback/stripe", hdr, "{\"id\":\"evt_junk\"}", 17, 5000, a);
+		break;
+	}
+}
 
 static void *
 junk_client(void *arg)
@@ -41,6 +94,10 @@ junk_client(void *arg)
 	while (clock_mono_us() < j->end_us) {
 		long long now = (long long)time(NULL);
 
+		if (j->shaped && k % 2 == 0) {
+			junk_shaped(j, &c, k++ / 2, now, &a);
+			goto count;
+		}
 		switch (k++ % 4) {
 		case 0:
 			sim_http_post(&c, "/pay/callback/alipay",
@@ -68,6 +125,7 @@ junk_client(void *arg)
 			              17, 5000, &a);
 			break;
 		}
+	count:
 		atomic_fetch_add(&j->sent, 1);
 		if (a.status >= 400 && a.status < 500)
 			atomic_fetch_add(&j->refused, 1);
@@ -80,12 +138,40 @@ junk_client(void *arg)
 	return NULL;
 }
 
+/* junk_shaped_init - the default merchant's public facts the shaped junk carries */
+static int
+junk_shaped_init(struct junk_run *j, const struct conf *cf)
+{
+	const struct conf_merchant *m = conf_merchant(cf, "default");
+	char sign[400];
+	size_t len;
+
+	if (m == NULL || !m->has_wxpay || !m->has_alipay)
+		return -1;
+	for (int i = 0; i < m->wxpay.nkeys; i++)
+		if (m->wxpay.keys[i].serial != NULL && m->wxpay.keys[i].serial[0] != '\0')
+			snprintf(j->wx_serial, sizeof(j->wx_serial), "%s", m->wxpay.keys[i].serial);
+	if (j->wx_serial[0] == '\0')
+		return -1;
+	sig_b64(sign, sizeof(sign), 256);
+	len = (size_t)snprintf(j->ali_shaped, sizeof(j->ali_shaped),
+	                       "app_id=%s&notify_type=trade_status_sync&notify_id=junk&charset=utf-8"
+	                       "&version=1.0&trade_status=TRADE_SUCCESS&total_amount=1.00"
+	                       "&out_trade_no=junk&trade_no=junk&sign_type=RSA2&sign=%s",
+	                       m->alipay.app_id, sign);
+	for (int i = 0; i < 19 && len + 40 < sizeof(j->ali_shaped); i++)
+		len += (size_t)snprintf(j->ali_shaped + len, sizeof(j->ali_shaped) - len,
+		                        "&extra_%02d=%d", i, i);
+	return 0;
+}
+
 int
 sim_junk_main(int argc, char **argv)
 {
 	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'},
 	                                   {"seconds", 1, NULL, 's'},
 	                                   {"report", 1, NULL, 'r'},
+	                                   {"shaped", 0, NULL, 'S'},
 	                                   {"help", 0, NULL, 'h'},
 	                                   {NULL, 0, NULL, 0}};
 	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
@@ -114,10 +200,13 @@ sim_junk_main(int argc, char **argv)
 		case 'r':
 			report = optarg;
 			break;
+		case 'S':
+			j.shaped = 1;
+			break;
 		default:
 			fprintf(stderr,
 			        "usage: paycb-sim junk -c CONF [--concurrency C] [--seconds S] "
-			        "[--report FILE]\n");
+			        "[--shaped] [--report FILE]\n");
 			rc = opt == 'h' ? 0 : EXIT_USAGE;
 			goto done;
 		}
@@ -142,6 +231,12 @@ sim_junk_main(int argc, char **argv)
 	for (int i = 0; len + 300 < 65000 && i < 247; i++)
 		len += (size_t)snprintf(j.ali + len, cap - len, "&p%03d=%0200d", i, i);
 	j.ali[len] = '\0';
+	if (j.shaped && junk_shaped_init(&j, &cf) != 0) {
+		fprintf(stderr, "paycb-sim junk: --shaped needs a default merchant with a WeChat Pay "
+		                "key id and an Alipay app id\n");
+		rc = EXIT_CONFIG;
+		goto done;
+	}
 	j.addr = cf.ingest.listen_addr;
 	j.port = (int)cf.ingest.listen_port;
 	t0 = clock_mono_us();
