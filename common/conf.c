@@ -262,6 +262,12 @@ static const struct cfg_setting stripe_tab[] = {
 	BOOL("test_mode", "false", ME(stripe.test_mode) - ME(stripe),
 	     "apply test-mode events (livemode false); when false they are unroutable (an event "
 	     "without livemode counts as live)"),
+	STR("api_key_file", "", ME(stripe.api_key_file) - ME(stripe), CFGF_FILE, PROC_RECONCILER,
+	    "file holding the secret or restricted API key (sk_... or rk_..., read as a secret) "
+	    "that authenticates paycb's calls; empty = the reconciler makes no Stripe calls for "
+	    "this merchant"),
+	STR("api_base_url", "https://api.stripe.com", ME(stripe.api_base_url) - ME(stripe),
+	    CFGF_NONEMPTY, 0, "Stripe API base URL, without a trailing slash"),
 	END};
 static const struct cfg_setting merchant_tab[] = {
 	{"id", CFG_STR, NULL, 0, 64, ME(id), CFGF_NONEMPTY | CFGF_NAME, 0, NULL, 0, 0,

@@ -246,6 +246,17 @@ wxpay_mchid_is_required_and_binding_settings_load(void **state)
 	assert_string_equal(cf.merchants[0].alipay.seller_id, "2088000000000001");
 	assert_true(cf.merchants[0].stripe.test_mode);
 	assert_string_equal(cf.merchants[0].stripe.connect_accounts.v[0], "acct_1");
+	assert_string_equal(cf.merchants[0].stripe.api_base_url, "https://api.stripe.com");
+	assert_string_equal(cf.merchants[0].stripe.api_key_file, "");
+	conf_free(&cf);
+	/* The reconciler's Stripe key and base URL (the simulator stands in for the API). */
+	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
+	                              "[ \"%s\" ]; api_key_file = \"%s\";"
+	                              " api_base_url = \"http://127.0.0.1:9\"; }; } );\n",
+	                      &errs, &cf),
+	                 0);
+	assert_string_equal(cf.merchants[0].stripe.api_key_file, secret);
+	assert_string_equal(cf.merchants[0].stripe.api_base_url, "http://127.0.0.1:9");
 	conf_free(&cf);
 	/* Defaults: no partner mode, no lists, live mode only. */
 	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
