@@ -135,3 +135,9 @@ daemon_main(int argc, char **argv, const struct daemon_ops *ops)
 	conf_free(&cf);
 	return rc;
 }
+
+int
+daemon_db_open_exit(enum db_rc rc)
+{
+	return rc == DB_FATAL ? EXIT_CONFIG : 0;
+}

@@ -145,6 +145,7 @@ void ingest_merchants_free(struct ingest *in);
 const struct ingest_merchant *ingest_merchant_find(const struct ingest *in, const char *id,
                                                    enum channel ch);
 
+/* Opens size connections; 0, or the exit code (daemon.h) with err saying why. */
 int ingest_pool_init(struct ingest_pool *p, const struct conf_db *cf, int size, char *err,
                      size_t errlen);
 /* Takes a connection, waiting up to wait_ms; NULL when none came free. */

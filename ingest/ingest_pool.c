@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "daemon.h"
 #include "ingest.h"
 #include "log.h"
 
@@ -26,16 +27,16 @@ ingest_pool_init(struct ingest_pool *p, const struct conf_db *cf, int size, char
 	p->free_list = calloc((size_t)size, sizeof(int));
 	if (p->conns == NULL || p->free_list == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		return EXIT_SOFTWARE;
 	}
 	p->size = size;
 	for (int i = 0; i < size; i++) {
 		enum db_rc rc = db_open(&p->conns[i], cf);
 		/* A database that is down at start-up is an outage, not a configuration error:
 		 * the connection reconnects on first use. Anything else stops the start. */
-		if (rc == DB_FATAL) {
+		if (daemon_db_open_exit(rc) != 0) {
 			snprintf(err, errlen, "database: %s", p->conns[i].last_error);
-			return -1;
+			return daemon_db_open_exit(rc);
 		}
 		if (rc != DB_OK && i == 0)
 			log_warn(NULL, "event=db_unavailable error=\"%s\"", p->conns[i].last_error);

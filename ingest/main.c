@@ -55,6 +55,7 @@ ingest_init(const struct conf *cf, void **state)
 {
 	struct ingest *in = &g_in;
 	char err[512];
+	int rc;
 
 	memset(in, 0, sizeof(*in));
 	in->cf = cf;
@@ -65,10 +66,10 @@ ingest_init(const struct conf *cf, void **state)
 		log_error(NULL, "event=config_error error=\"%s\"", err);
 		return EXIT_CONFIG;
 	}
-	if (ingest_pool_init(&in->pool, &cf->db, (int)cf->ingest.db_connections, err,
-			     sizeof(err)) != 0) {
+	if ((rc = ingest_pool_init(&in->pool, &cf->db, (int)cf->ingest.db_connections, err,
+				   sizeof(err))) != 0) {
 		log_error(NULL, "event=db_error error=\"%s\"", err);
-		return EXIT_UNAVAILABLE;
+		return rc;
 	}
 	if (kq_producer_new(&cf->kafka, &in->kp, err, sizeof(err)) != 0) {
 		log_error(NULL, "event=kafka_error error=\"%s\"", err);

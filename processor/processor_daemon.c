@@ -57,10 +57,10 @@ proc_worker_init(struct proc *p, struct proc_worker *w, const char *const *topic
 	 * configuration errors.
 	 */
 	rc = db_open(&w->db, &p->cf->db);
-	if (rc == DB_FATAL) {
+	if (daemon_db_open_exit(rc) != 0) {
 		log_error(NULL, "event=db_open_failed thread=%d error=\"%s\"", w->index,
 			  w->db.last_error);
-		return EXIT_CONFIG;
+		return daemon_db_open_exit(rc);
 	}
 	if (rc != DB_OK)
 		log_warn(NULL, "event=db_unavailable thread=%d error=\"%s\"", w->index,
@@ -149,7 +149,7 @@ proc_loop(void *state)
 
 	/* An idempotent producer that failed fatally can no longer promise no duplicates. */
 	if (kq_fatal(p->prod))
-		proc_request_exit(p, EXIT_UNAVAILABLE);
+		proc_request_exit(p, EXIT_SOFTWARE);
 	if (atomic_load(&p->exit_code))
 		return atomic_load(&p->exit_code);
 	nanosleep(&ts, NULL);

@@ -61,14 +61,18 @@ recon_d_init(const struct conf *cf, void **state)
 		rc = EXIT_CONFIG;
 		goto fail;
 	}
-	if ((drc = db_open(&r->db, &cf->db)) == DB_FATAL) {
+	drc = db_open(&r->db, &cf->db);
+	if ((rc = daemon_db_open_exit(drc)) != 0) {
 		snprintf(err, sizeof(err), "database: %s", r->db.last_error);
 		goto fail;
 	}
+	rc = EXIT_UNAVAILABLE;
 	if (drc != DB_OK)
 		log_warn(NULL, "event=db_unavailable error=\"%s\"", r->db.last_error);
-	if (kq_producer_new(&cf->kafka, &r->kp, err, sizeof(err)) != 0)
+	if (kq_producer_new(&cf->kafka, &r->kp, err, sizeof(err)) != 0) {
+		rc = EXIT_CONFIG;
 		goto fail;
+	}
 	if (cf->reconciler.admin_port != 0 &&
 	    admin_start(cf->reconciler.admin_addr, (int)cf->reconciler.admin_port, recon_ready, r,
 	                cf->admin_token_file, &r->admin, err, sizeof(err)) != 0)
@@ -142,6 +146,12 @@ recon_d_loop(void *state)
 	}
 	if (recon_cycle(r, &more) != 0)
 		more = 0;
+	/* A recovered payment is published like ingest's: after a fatal idempotence error
+	 * no more can be, so the process restarts with a new producer. */
+	if (kq_fatal(r->kp)) {
+		log_error(NULL, "event=kafka_fatal action=exit");
+		return EXIT_SOFTWARE;
+	}
 	r->next_cycle_ms = more ? now : now + r->cf->reconciler.sweep_interval_s * 1000;
 	return 0;
 }

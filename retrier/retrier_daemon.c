@@ -30,6 +30,7 @@ retrier_open(const struct conf *cf, struct retrier **out, char *err, size_t errl
 {
 	struct retrier *r;
 	enum db_rc drc;
+	int rc;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -44,20 +45,23 @@ retrier_open(const struct conf *cf, struct retrier **out, char *err, size_t errl
 		ladder_topic(cf, k, r->topic_step[k], sizeof(r->topic_step[k]));
 	retrier_metrics_init(r, ladder_steps(&cf->retry));
 	/* A database that is down at start is waited for: every statement reconnects first. */
-	if ((drc = db_open(&r->db, &cf->db)) == DB_FATAL) {
+	drc = db_open(&r->db, &cf->db);
+	if ((rc = daemon_db_open_exit(drc)) != 0) {
 		snprintf(err, errlen, "database: %s", r->db.last_error);
 		goto fail;
 	}
 	if (drc != DB_OK)
 		log_warn(NULL, "event=db_unavailable error=\"%s\"", r->db.last_error);
-	if (kq_producer_new(&cf->kafka, &r->kp, err, errlen) != 0)
+	if (kq_producer_new(&cf->kafka, &r->kp, err, errlen) != 0) {
+		rc = EXIT_CONFIG;
 		goto fail;
+	}
 	*out = r;
 	return 0;
 fail:
 	db_close(&r->db);
 	free(r);
-	return EXIT_UNAVAILABLE;
+	return rc;
 }
 
 int
@@ -220,7 +224,7 @@ retrier_d_drain(void *state)
 	metrics_free();
 	if (left > 0) {
 		log_error(NULL, "event=undelivered messages=%d", left);
-		return EXIT_SOFTWARE;
+		return EXIT_UNAVAILABLE;
 	}
 	return 0;
 }
