@@ -62,7 +62,7 @@ cmd_status() {
 
 # port_free PORT - nothing listens on it (the demo's ports are fixed so its URLs are too).
 port_free() {
-	! ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+	! ss -Hltn "sport = :$1" 2>/dev/null | grep . >/dev/null
 }
 
 cmd_run() {

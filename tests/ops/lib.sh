@@ -104,12 +104,15 @@ ops_build_helper() {
 		cp "bin/tests/ops/$1" "$T/$1"
 		return
 	fi
-	if ldd bin/paycb-ingest 2>/dev/null | grep -q libasan; then
+	# grep reads ldd's whole output: with -q it would stop at the first match, ldd would die
+	# of SIGPIPE, and under pipefail the test would take the sanitizer build for the other.
+	if ldd bin/paycb-ingest 2>/dev/null | grep libasan >/dev/null; then
 		b=build/san
 		# shellcheck disable=SC2054 # one flag with a comma-separated value
 		san=(-fsanitize=address,undefined -fno-omit-frame-pointer)
 	fi
-	[[ -f $b/libingest.a && -f $b/libcommon.a ]] || return 1
+	[[ -f $b/libingest.a && -f $b/libcommon.a ]] ||
+		{ echo "no $b/libingest.a or $b/libcommon.a (build first)" >&2; return 1; }
 	# shellcheck disable=SC2046 # pkg-config output is a list of flags
 	cc -std=c11 -D_GNU_SOURCE -O1 -g "${san[@]}" -Icommon -Iingest \
 		$(pkg-config --cflags openssl jansson) -o "$T/$1" "tests/ops/$1.c" \

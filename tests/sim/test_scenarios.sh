@@ -79,11 +79,6 @@ OUT=$(bin/paycb-sim keys --out "$T/keys" --conf "$CONF" --base "$BASE" \
 	--set 'retry.ladder_s=[1, 1, 2]' --set retry.initial_lease_s=3 \
 	--set retry.lease_margin_s=1 --set retrier.sweep_interval_s=1 \
 	--set "retrier.admin_port=$RETRIER_ADMIN" --set "processor.admin_port=$PROC_ADMIN" 2>&1) || rc=$?
-# The simulator signs Stripe test-mode events (livemode false), so its merchants are test-mode
-# merchants (docs/ingest.md, "Unroutable notifications"); until paycb-sim writes the setting
-# itself, it is added before every stripe secret_files line of the generated file (unless the
-# file already has it).
-[[ ! -f $CONF ]] || grep -q test_mode "$CONF" || sed -i 's/^\([[:space:]]*\)secret_files = /\1test_mode = true;\n&/' "$CONF"
 check "keys: generated with a configuration (exit $rc)" test "$rc" -eq 0
 ((rc == 0)) || diag "$OUT"
 check "keys: the daemons accept the configuration" bash -c "bin/paycb-ingest -n -c '$CONF' >/dev/null"

@@ -44,7 +44,7 @@ pl_free_port() {
 pl_alive() {
 	local state
 	# The process may end between any two reads of /proc: every read may fail.
-	{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -q -- "$2" || return 1
+	{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -- "$2" >/dev/null || return 1
 	state=$(awk '{ s = $0; sub(/^.*\) /, "", s); split(s, f, " "); print f[1] }' "/proc/$1/stat" 2>/dev/null) || return 1
 	[[ -n $state && $state != Z && $state != X ]]
 }
