@@ -13,7 +13,8 @@
 #      a plain client at the same concurrency (dbceiling --shape process);
 #   4. end to end: the whole pipeline's maximum rate with everything running, then
 #      ack -> order PAID at half of it;
-#   5. CPU seconds per component during phases 1, 3 and 4 (from /proc/PID/stat);
+#   5. CPU seconds per component during phases 1, 3 and 4 (from /proc/PID/stat), and the CPU
+#      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4;
 #   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present).
 #
 # Its own database (paycb_bench, dropped at the start and the end), topic prefixes
@@ -66,6 +67,8 @@ storm_channel() {
 ms() { local v=${1:--1}; ((v < 0)) && { echo -; return; }; echo "$((v / 1000)).$((v % 1000 / 100))"; }
 # secs MS - milliseconds as seconds with one decimal.
 secs() { echo "$(($1 / 1000)).$(($1 % 1000 / 100))"; }
+# pct CPU_MS SECONDS - CPU time over a wall-clock interval as a percentage of one core, 0.01.
+pct() { local t=$(($1 * 10000 / ($2 * 1000))); echo "$((t / 100)).$(printf '%02d' $((t % 100)))"; }
 # ratio A B - A/B with two decimals.
 ratio() { ((${2:-0} > 0)) && echo "$((${1:-0} * 100 / $2 / 100)).$(printf '%02d' $((${1:-0} * 100 / $2 % 100)))" || echo -; }
 
@@ -233,6 +236,17 @@ cpu_phase e2e begin
 	{ tail -n 30 "$B/log/sim-e2e.log"; exit 1; }
 cpu_phase e2e end
 CPU[e2e.sim]=$(kv "$B/e2e.kv" cpu_ms)
+
+# ---- 5b. idle ------------------------------------------------------------------------------
+# Everything still running and no traffic: what the processes cost while nothing happens
+# (their timers, polls, sweeps and the broker's own housekeeping). The first seconds after
+# the load are left out, so the last batches and commits do not count as idle.
+IDLE_S=${BENCH_IDLE_S:-20}
+say "idle: everything running, no traffic, ${IDLE_S} s"
+sleep 3
+cpu_phase idle begin
+sleep "$IDLE_S"
+cpu_phase idle end
 pl_stop_all
 
 # ---- 6. the retrier's sweep -----------------------------------------------------------------
@@ -312,6 +326,12 @@ report() {
 		done
 		printf '   %-34s%s | %s\n' "$label" "$line" "$(ms $((tot * 1000 / count)))"
 	done
+	local idle_paycb=$((${CPU[idle.ingest]:-0} + ${CPU[idle.processors]:-0} + ${CPU[idle.retrier]:-0}))
+	echo "   idle, everything running, ${IDLE_S} s without traffic: paycb processes" \
+		"$(pct "$idle_paycb" "$IDLE_S")% of one core (ingest $(pct "${CPU[idle.ingest]:-0}" "$IDLE_S")%," \
+		"processors $(pct "${CPU[idle.processors]:-0}" "$IDLE_S")%, retrier $(pct "${CPU[idle.retrier]:-0}" "$IDLE_S")%)," \
+		"kafka $(pct "${CPU[idle.kafka]:-0}" "$IDLE_S")%, mariadb $(pct "${CPU[idle.mariadb]:-0}" "$IDLE_S")%;" \
+		"paycb and the broker together $(pct $((idle_paycb + ${CPU[idle.kafka]:-0})) "$IDLE_S")% (target under 2%)"
 	if [[ -n $SWEEP ]]; then
 		echo
 		echo "6. retrier sweep (tools/bench_sweep.sh)"
