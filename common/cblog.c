@@ -65,20 +65,30 @@ cblog_ref_parse(const char *s, enum cblog *lg, unsigned long long *id)
 	return 0;
 }
 
-static const char *const SQL_RESERVE[CBLOG_N] = {
-    "INSERT INTO " CBLOG_TABLE_PAY " (merchant_id, channel, channel_trade_no, out_trade_no, "
-    "event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "
-    "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND)",
-    "INSERT INTO " CBLOG_TABLE_REFUND " (merchant_id, channel, refund_no, channel_trade_no, "
-    "out_trade_no, event_id, event_type, refund_status, amount, amount_cumulative, currency, "
-    "raw_body, body_sha256, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "NOW(3) + INTERVAL ? SECOND)"};
+/*
+ * The reservation INSERTs, by whether the row names its source and by log. A row that names
+ * none gets the column's default, which is what a notification is.
+ */
+#define RESERVE_PAY(COL, VAL)                                                                  \
+	"INSERT INTO " CBLOG_TABLE_PAY " (merchant_id, channel, channel_trade_no, out_trade_no, " \
+	"event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "           \
+	"next_retry_at" COL ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? "     \
+	"SECOND" VAL ")"
+#define RESERVE_REFUND(COL, VAL)                                                               \
+	"INSERT INTO " CBLOG_TABLE_REFUND " (merchant_id, channel, refund_no, channel_trade_no, " \
+	"out_trade_no, event_id, event_type, refund_status, amount, amount_cumulative, "          \
+	"currency, raw_body, body_sha256, next_retry_at" COL ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, " \
+	"?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND" VAL ")"
+
+static const char *const SQL_RESERVE[2][CBLOG_N] = {
+    {RESERVE_PAY("", ""), RESERVE_REFUND("", "")},
+    {RESERVE_PAY(", source", ", ?"), RESERVE_REFUND(", source", ", ?")}};
 
 enum db_rc
 cblog_reserve(struct db *db, const struct cblog_row *r, unsigned long long *id)
 {
 	int refund = r->log == CBLOG_REFUND, n = 0;
-	struct db_in p[14];
+	struct db_in p[15];
 
 	/* The refund table has two columns more: the refund number and amount_cumulative. */
 	p[n++] = DBI_STR(r->merchant_id);
@@ -97,5 +107,7 @@ cblog_reserve(struct db *db, const struct cblog_row *r, unsigned long long *id)
 	p[n++] = DBI_BIN(r->body, r->body_len);
 	p[n++] = DBI_STR(r->body_sha256);
 	p[n++] = DBI_I64(r->lease_s);
-	return db_exec(db, SQL_RESERVE[r->log], p, n, NULL, id);
+	if (r->source != NULL)
+		p[n++] = DBI_STR(r->source);
+	return db_exec(db, SQL_RESERVE[r->source != NULL][r->log], p, n, NULL, id);
 }

@@ -6,7 +6,8 @@
  * messages that name them) is the same. This module names the split once: the kind of log,
  * its name in messages and metrics, its table, the "cb42"/"rf7" reference that logs and
  * paycbctl use for a row, and the reservation INSERT that creates a row, which ingest runs
- * and the tests' fixtures run too, so a fixture row is made as a real one is.
+ * and the reconciler and the tests' fixtures run too, so a row is made the same way whoever
+ * learnt of the callback.
  */
 #ifndef PAYCB_CBLOG_H
 #define PAYCB_CBLOG_H
@@ -24,6 +25,8 @@ enum cblog { CBLOG_PAY = 0, CBLOG_REFUND = 1 };
  */
 #define CBLOG_TABLE_PAY    "pay_callback_log"
 #define CBLOG_TABLE_REFUND "refund_callback_log"
+/* The per-log array of a statement that macro M builds from a table name, by enum cblog. */
+#define CBLOG_SQL(M) {M(CBLOG_TABLE_PAY), M(CBLOG_TABLE_REFUND)}
 
 /* The room a reference needs: "rf", 20 digits and the NUL. */
 #define CBLOG_REF_MAX 24
@@ -57,6 +60,7 @@ struct cblog_row {
 	size_t body_len;
 	const char *body_sha256;
 	long long lease_s; /* next_retry_at is now plus this: the retrier leaves it alone till then */
+	const char *source; /* the source column ('query' for the reconciler); NULL: the default */
 };
 
 /*

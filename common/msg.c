@@ -13,7 +13,7 @@ int
 msg_callback_encode(const struct msg_callback *m, char *buf, size_t len)
 {
 	json_t *o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:i}", "v", 1, "log",
-			      m->log == MSG_LOG_REFUND ? "refund" : "pay", "id",
+			      cblog_name(m->log), "id",
 			      (json_int_t)m->id, "merchant_id", m->merchant_id, "channel",
 			      m->channel, "out_trade_no", m->out_trade_no, "attempt", m->attempt);
 	size_t n;
@@ -57,12 +57,11 @@ msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *
 		snprintf(err, errlen, "bad callback message: %s", je.text);
 		goto done;
 	}
-	if (v != 1 || id <= 0 || attempt < 1 || (strcmp(log, "pay") && strcmp(log, "refund"))) {
+	if (v != 1 || id <= 0 || attempt < 1 || cblog_from_name(log, &m->log) != 0) {
 		snprintf(err, errlen, "bad callback message: v=%d id=%lld log=%s", v,
 			 (long long)id, log);
 		goto done;
 	}
-	m->log = strcmp(log, "refund") == 0 ? MSG_LOG_REFUND : MSG_LOG_PAY;
 	m->id = (unsigned long long)id;
 	m->attempt = attempt;
 	if (msg_copy(m->merchant_id, sizeof(m->merchant_id), merchant) ||

@@ -10,10 +10,10 @@
 
 #include <stddef.h>
 
-enum msg_log { MSG_LOG_PAY = 0, MSG_LOG_REFUND = 1 };
+#include "cblog.h"
 
 struct msg_callback {
-	enum msg_log log;
+	enum cblog log;
 	unsigned long long id;
 	char merchant_id[65];
 	char channel[17];

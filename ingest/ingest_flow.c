@@ -165,13 +165,20 @@ ingest_keep(struct db *db, const struct ingest_req *req, const struct notify *n,
 	return DB_OK;
 }
 
+/* ingest_log - the callback log of a payment or refund notification */
+static enum cblog
+ingest_log(const struct notify *n)
+{
+	return n->kind == NOTIFY_REFUND ? CBLOG_REFUND : CBLOG_PAY;
+}
+
 /* Reserves the row (cblog_reserve); returns the db class, with *id set on DB_OK. */
 static enum db_rc
 ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
                const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
 {
 	struct cblog_row r = {
-	    .log = n->kind == NOTIFY_PAYMENT ? CBLOG_PAY : CBLOG_REFUND,
+	    .log = ingest_log(n),
 	    .merchant_id = req->im->cm->id,
 	    .channel = channel_name(req->ch),
 	    .channel_trade_no = n->channel_trade_no,
@@ -202,7 +209,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	int klen, vlen, rc;
 
 	memset(&m, 0, sizeof(m));
-	m.log = n->kind == NOTIFY_REFUND ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.log = ingest_log(n);
 	m.id = id;
 	m.attempt = 1;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", req->im->cm->id);
@@ -425,7 +432,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	}
 	resp->id = id;
 	resp->outcome = OUT_STORED;
-	log_cbid(cbid, id, n.kind == NOTIFY_REFUND);
+	cblog_ref(cbid, sizeof(cbid), ingest_log(&n), id);
 	log_info(cbid,
 	         "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
 	         "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",

@@ -353,7 +353,7 @@ check_dead(const char *order, unsigned long long id, const char *reason)
 
 		memset(&c, 0, sizeof(c));
 		assert_int_equal(retrier_open(&cf, &r, err, sizeof(err)), 0);
-		assert_int_equal(retrier_dlq_sweep(r, RLOG_PAY, &c, &full), 0);
+		assert_int_equal(retrier_dlq_sweep(r, CBLOG_PAY, &c, &full), 0);
 		assert_true(c.dlq_sent >= 1);
 		retrier_close(r);
 	}

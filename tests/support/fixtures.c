@@ -197,7 +197,7 @@ fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long i
 
 	memset(&m, 0, sizeof(m));
 	memset(&dr, 0, sizeof(dr));
-	m.log = refund ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.log = refund ? CBLOG_REFUND : CBLOG_PAY;
 	m.id = id;
 	m.attempt = attempt;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", merchant);
@@ -587,24 +587,23 @@ fx_log_applied(const char *path, int *pay, int *ref, unsigned long long max,
 	if ((fp = fopen(path, "r")) == NULL)
 		return;
 	while (fgets(line, sizeof(line), fp)) {
-		char *p = strstr(line, "]: ");
+		char *p = strstr(line, "]: "), cbid[CBLOG_REF_MAX];
 		unsigned long long id;
-		int refund;
+		enum cblog lg;
+		size_t n;
 
 		if (p == NULL)
 			continue;
 		p += 3;
-		if (strncmp(p, "cb", 2) == 0)
-			refund = 0;
-		else if (strncmp(p, "rf", 2) == 0)
-			refund = 1;
-		else
+		/* The line's id, "cb42" or "rf7", ends at the first ':'. */
+		if ((n = strcspn(p, ":")) >= sizeof(cbid))
 			continue;
-		id = strtoull(p + 2, NULL, 10);
-		if (id > max)
+		memcpy(cbid, p, n);
+		cbid[n] = '\0';
+		if (cblog_ref_parse(cbid, &lg, &id) != 0 || id > max)
 			continue;
 		if (strstr(p, " event=processed "))
-			(refund ? ref : pay)[id]++;
+			(lg == CBLOG_REFUND ? ref : pay)[id]++;
 		else if (strstr(p, " event=skipped "))
 			(*skipped)++;
 	}

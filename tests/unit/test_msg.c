@@ -91,7 +91,7 @@ test_event_id_small_buffer_is_an_error(void **state)
 static void
 test_callback_round_trip_and_hostile_input(void **state)
 {
-	struct msg_callback m = {MSG_LOG_REFUND, 42, "m1", "wxpay", "O|1", 3}, back;
+	struct msg_callback m = {CBLOG_REFUND, 42, "m1", "wxpay", "O|1", 3}, back;
 	char buf[512], err[160];
 	int n;
 
@@ -99,7 +99,7 @@ test_callback_round_trip_and_hostile_input(void **state)
 	n = msg_callback_encode(&m, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_int_equal(msg_callback_decode(buf, (size_t)n, &back, err, sizeof(err)), 0);
-	assert_int_equal(back.log, MSG_LOG_REFUND);
+	assert_int_equal(back.log, CBLOG_REFUND);
 	assert_int_equal(back.id, 42);
 	assert_int_equal(back.attempt, 3);
 	assert_string_equal(back.out_trade_no, "O|1");
