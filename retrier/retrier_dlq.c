@@ -20,13 +20,13 @@
  * processor, so they are left alone.
  * idx_dlq (status, dlq_sent_at, next_retry_at) keeps this query off the sent dead rows.
  */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "metrics.h"
+#include "msg.h"
 #include "retrier.h"
 
 #define DEAD_SQL(T)                                                                                \
@@ -126,35 +126,22 @@ dlq_collect(void *arg, struct db_out *o)
 	return 0;
 }
 
-/* dlq_job - the dead letter of w (dlq.schema.json). */
+/* dlq_job - the dead letter of w (msg_dead_letter_encode), keyed by its order. */
 static int
 dlq_job(struct retrier *r, enum cblog lg, const struct dlq_row *w, struct retrier_job *j)
 {
-	json_t *o;
-	char *s;
+	struct msg_dead_letter d = {.log = lg, .id = w->id, .merchant_id = w->merchant,
+	                            .channel = w->channel, .channel_trade_no = w->trade,
+	                            .out_trade_no = w->order, .retry_count = w->retry_count,
+	                            .last_error = w->last_error, .reason = w->reason,
+	                            .created_at = w->created_at, .dead_at = w->dead_at};
 	int n;
 
-	o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "v", 1, "log",
-	              lg == CBLOG_REFUND ? "refund" : "pay", "id", (json_int_t)w->id, "merchant_id",
-	              w->merchant, "channel", w->channel, "channel_trade_no", w->trade,
-	              "out_trade_no", w->order, "retry_count", (json_int_t)w->retry_count,
-	              "last_error", w->last_error, "reason", w->reason, "created_at", w->created_at,
-	              "dead_at", w->dead_at);
-	if (o == NULL)
+	if ((n = msg_key(w->merchant, w->order, j->key, sizeof(j->key))) < 0 ||
+	    (j->val = msg_dead_letter_encode(&d, &j->vlen)) == NULL)
 		return -1;
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	if (s == NULL)
-		return -1;
-	n = snprintf(j->key, sizeof(j->key), "%s|%s", w->merchant, w->order);
-	if (n < 0 || (size_t)n >= sizeof(j->key)) {
-		free(s);
-		return -1;
-	}
 	j->klen = (size_t)n;
 	j->topic = r->topic_dlq;
-	j->val = s;
-	j->vlen = strlen(s);
 	return 0;
 }
 

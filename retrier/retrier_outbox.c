@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "msg.h"
 #include "retrier.h"
 
 #define OUTBOX_PAYLOAD_MAX 65536
@@ -78,8 +79,8 @@ ob_collect(void *arg, struct db_out *o)
 	snprintf(w->event_type, sizeof(w->event_type), "%s", o[2].buf);
 	w->log = strncmp(w->event_type, "order.refund", 12) == 0 ? CBLOG_REFUND : CBLOG_PAY;
 	w->callback_id = (unsigned long long)o[5].i;
-	n = snprintf(j->key, sizeof(j->key), "%s|%s", o[3].buf, o[4].buf);
-	if (n < 0 || (size_t)n >= sizeof(j->key) || (j->val = strdup(o[6].buf)) == NULL)
+	if ((n = msg_key(o[3].buf, o[4].buf, j->key, sizeof(j->key))) < 0 ||
+	    (j->val = strdup(o[6].buf)) == NULL)
 		return 0;
 	j->klen = (size_t)n;
 	j->vlen = o[6].len;

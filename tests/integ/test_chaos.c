@@ -1158,7 +1158,7 @@ ev_collect(void *arg, struct db_out *o)
 		assert_non_null(s->rows);
 	}
 	snprintf(s->rows[s->n].event_id, sizeof(s->rows[0].event_id), "%s", o[0].buf);
-	snprintf(s->rows[s->n].key, sizeof(s->rows[0].key), "%s|%s", o[1].buf, o[2].buf);
+	assert_true(msg_key(o[1].buf, o[2].buf, s->rows[s->n].key, sizeof(s->rows[0].key)) > 0);
 	s->rows[s->n].id = (unsigned long long)o[3].i;
 	s->rows[s->n].rank = (unsigned long long)o[4].i;
 	s->rows[s->n].seen = 0;

@@ -24,6 +24,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "msg.h"
 #include "retrier.h"
 
 #define WAIT_MS 30000
@@ -343,7 +344,7 @@ check_dead(const char *order, unsigned long long id, const char *reason)
 			     "NOT NULL AND dlq_sent_at IS NULL",
 			     id),
 			 1);
-	snprintf(key, sizeof(key), "default|%s", order);
+	assert_true(msg_key("default", order, key, sizeof(key)) > 0);
 	assert_int_equal(scan_topic("callbacks.dlq", key, id, &s), 0);
 	{
 		struct retrier_counts c;
