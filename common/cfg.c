@@ -4,6 +4,9 @@
  * The walk goes over the file and the tables together: every member of a group in the file
  * must be named by the group's table (so typos are errors, not silently ignored settings), and
  * every entry of the table is either found, defaulted or reported as missing.
+ *
+ * The files a setting names are read here too (cfg_read_file), so that every secret, key and
+ * vector file goes through one bounded reader with one set of checks.
  */
 #include "cfg.h"
 
@@ -438,60 +441,83 @@ cfg_secret_file_ok(const char *path, char *err, size_t errlen)
 }
 
 int
-cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t errlen)
+cfg_read_file(const char *path, size_t max, int secret, char **buf, size_t *len, char *err,
+              size_t errlen)
 {
-	enum { CAP = 65536 };
-	char *buf = NULL;
+	const char *what = secret ? "secret file" : "file";
+	struct stat st;
+	char *p = NULL;
 	size_t n = 0;
 	ssize_t r;
 	int fd, rc = -1;
 
+	*buf = NULL;
+	*len = 0;
 	/* Plain read(2), not stdio: a FILE buffer would keep a copy of the secret. */
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		snprintf(err, errlen, "cannot open secret file '%s': %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot open %s '%s': %s", what, path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s '%s' is not a regular file", what, path);
 		goto done;
 	}
-	if (cfg_secret_perms(fd, path, err, errlen) != 0)
+	if (secret && cfg_secret_perms(fd, path, err, errlen) != 0)
 		goto done;
-	if ((buf = malloc(CAP + 1)) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	/* Read up to max + 1 bytes whatever st_size says, so a growing file is still bounded. */
+	if ((p = malloc(max + 1)) == NULL) {
+		snprintf(err, errlen, "%s '%s': out of memory", what, path);
 		goto done;
 	}
-	while (n <= CAP && (r = read(fd, buf + n, CAP + 1 - n)) != 0) {
+	while (n <= max && (r = read(fd, p + n, max + 1 - n)) != 0) {
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			snprintf(err, errlen, "cannot read secret file '%s': %s", path,
-			         strerror(errno));
+			snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(errno));
 			goto done;
 		}
 		n += (size_t)r;
 	}
-	if (n > CAP) {
-		snprintf(err, errlen, "cannot read secret file '%s' (larger than 64 KiB)", path);
+	if (n > max) {
+		snprintf(err, errlen, "cannot read %s '%s' (larger than %zu bytes)", what, path, max);
 		goto done;
 	}
+	p[n] = '\0';
+	*buf = p;
+	*len = n;
+	p = NULL;
+	rc = 0;
+done:
+	if (p != NULL) {
+		explicit_bzero(p, max + 1);
+		free(p);
+	}
+	close(fd);
+	return rc;
+}
+
+int
+cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t errlen)
+{
+	char *buf;
+	size_t n;
+
+	if (cfg_read_file(path, 65536, 1, &buf, &n, err, errlen) != 0)
+		return -1;
 	if (n > 0 && buf[n - 1] == '\n')
 		n--;
 	if (n > 0 && buf[n - 1] == '\r')
 		n--;
 	if (n == 0) {
 		snprintf(err, errlen, "secret file '%s' is empty", path);
-		goto done;
+		free(buf);
+		return -1;
 	}
+	/* The dropped bytes are a newline, nothing secret, and the buffer stays the caller's. */
 	buf[n] = '\0';
 	*out = buf;
 	*len = n;
-	buf = NULL;
-	rc = 0;
-done:
-	if (fd >= 0)
-		close(fd);
-	if (buf != NULL) {
-		explicit_bzero(buf, CAP + 1);
-		free(buf);
-	}
-	return rc;
+	return 0;
 }
 
 void

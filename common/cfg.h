@@ -71,9 +71,18 @@ int cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigne
 void cfg_free(const struct cfg_setting *tab, void *out);
 
 /*
- * Reads a secret file into a NUL-terminated buffer, dropping one trailing newline. A file
- * readable or writable by group or others, or owned by neither this user nor root, is refused
- * with an error naming it (cfg_secret_perms), as ssh refuses such private keys.
+ * cfg_read_file - the one reader of key, secret and vector files: the whole regular file
+ * path, at most max bytes, into a new buffer to free with a NUL after the data (wipe a
+ * secret's first). When secret is set, a file readable or writable by group or others, or
+ * owned by neither this user nor root, is refused (cfg_secret_perms), as ssh refuses such
+ * private keys. Returns 0, or -1 with err naming the file and the problem.
+ */
+int cfg_read_file(const char *path, size_t max, int secret, char **buf, size_t *len, char *err,
+                  size_t errlen);
+
+/*
+ * Reads a secret file of at most 64 KiB (cfg_read_file) into a NUL-terminated buffer,
+ * dropping one trailing newline ("\n", "\r\n" or "\r"); an empty secret is refused.
  */
 int cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t errlen);
 

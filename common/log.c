@@ -88,13 +88,6 @@ log_msg(enum log_level level, const char *id, const char *fmt, ...)
 	va_end(ap);
 }
 
-char *
-log_cbid(char *buf, unsigned long long id, int refund)
-{
-	snprintf(buf, 24, "%s%llu", refund ? "rf" : "cb", id);
-	return buf;
-}
-
 /* log_escape - copies s into buf, writing each byte that keep() refuses as %XX. */
 static const char *
 log_escape(char *buf, unsigned long len, const char *s, int (*keep)(unsigned char))

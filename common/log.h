@@ -2,8 +2,8 @@
  * log - one line per event on stderr.
  *
  * Every line reads "TIMESTAMP PROGRAM[PID]: ID: key=value ...". ID is the callback id
- * ("cb42" for a payment-log row, "rf7" for a refund-log row) or "-" when there is none yet,
- * so one grep for the id follows a callback through ingest, processor and retrier.
+ * (cblog_ref: "cb42" for a payment-log row, "rf7" for a refund-log row) or "-" when there is
+ * none yet, so one grep for the id follows a callback through ingest, processor and retrier.
  * Callers never pass secrets or bodies: they log lengths and hashes.
  */
 #ifndef PAYCB_LOG_H
@@ -26,9 +26,6 @@ void log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap)
 #define log_info(id, ...)  log_msg(LOG_LVL_INFO, (id), __VA_ARGS__)
 #define log_warn(id, ...)  log_msg(LOG_LVL_WARN, (id), __VA_ARGS__)
 #define log_error(id, ...) log_msg(LOG_LVL_ERROR, (id), __VA_ARGS__)
-
-/* Formats a callback id ("cb42", "rf7") into buf; returns buf. */
-char *log_cbid(char *buf, unsigned long long id, int refund);
 
 /*
  * Copies s into buf as a log-safe bare value (key=value): printable ASCII without spaces, '=',

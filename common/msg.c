@@ -1,5 +1,6 @@
 /*
- * msg - encoding and strict decoding of callback messages (see msg.h).
+ * msg - encoding of paycb's Kafka messages and strict decoding of callback messages (see
+ * msg.h).
  */
 #include "msg.h"
 
@@ -13,7 +14,7 @@ int
 msg_callback_encode(const struct msg_callback *m, char *buf, size_t len)
 {
 	json_t *o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:i}", "v", 1, "log",
-			      m->log == MSG_LOG_REFUND ? "refund" : "pay", "id",
+			      cblog_name(m->log), "id",
 			      (json_int_t)m->id, "merchant_id", m->merchant_id, "channel",
 			      m->channel, "out_trade_no", m->out_trade_no, "attempt", m->attempt);
 	size_t n;
@@ -57,12 +58,11 @@ msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *
 		snprintf(err, errlen, "bad callback message: %s", je.text);
 		goto done;
 	}
-	if (v != 1 || id <= 0 || attempt < 1 || (strcmp(log, "pay") && strcmp(log, "refund"))) {
+	if (v != 1 || id <= 0 || attempt < 1 || cblog_from_name(log, &m->log) != 0) {
 		snprintf(err, errlen, "bad callback message: v=%d id=%lld log=%s", v,
 			 (long long)id, log);
 		goto done;
 	}
-	m->log = strcmp(log, "refund") == 0 ? MSG_LOG_REFUND : MSG_LOG_PAY;
 	m->id = (unsigned long long)id;
 	m->attempt = attempt;
 	if (msg_copy(m->merchant_id, sizeof(m->merchant_id), merchant) ||
@@ -78,11 +78,59 @@ done:
 }
 
 int
-msg_callback_key(const struct msg_callback *m, char *buf, size_t len)
+msg_key(const char *merchant, const char *order, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s|%s", m->merchant_id, m->out_trade_no);
+	int n = snprintf(buf, len, "%s|%s", merchant, order);
 
 	return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+int
+msg_callback_key(const struct msg_callback *m, char *buf, size_t len)
+{
+	return msg_key(m->merchant_id, m->out_trade_no, buf, len);
+}
+
+char *
+msg_dead_letter_encode(const struct msg_dead_letter *d, size_t *len)
+{
+	json_t *o;
+	char *s;
+
+	o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "v", 1, "log",
+	              cblog_name(d->log), "id", (json_int_t)d->id, "merchant_id", d->merchant_id,
+	              "channel", d->channel, "channel_trade_no", d->channel_trade_no,
+	              "out_trade_no", d->out_trade_no, "retry_count", (json_int_t)d->retry_count,
+	              "last_error", d->last_error, "reason", d->reason, "created_at", d->created_at,
+	              "dead_at", d->dead_at);
+	if (o == NULL)
+		return NULL;
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (s != NULL)
+		*len = strlen(s);
+	return s;
+}
+
+int
+msg_order_event_encode(const struct msg_order_event *e, char *buf, size_t len)
+{
+	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "v", 1, "event_id",
+	                      e->event_id, "event_type", e->event_type, "merchant_id",
+	                      e->merchant_id, "out_trade_no", e->out_trade_no, "amount", e->amount,
+	                      "currency", e->currency, "channel", e->channel, "channel_trade_no",
+	                      e->channel_trade_no, "callback_id", (json_int_t)e->callback_id, "at",
+	                      e->at);
+	size_t n;
+
+	if (o == NULL)
+		return -1;
+	n = json_dumpb(o, buf, len, JSON_COMPACT);
+	json_decref(o);
+	if (n == 0 || n >= len)
+		return -1;
+	buf[n] = '\0';
+	return (int)n;
 }
 
 /* msg_escape - appends src to buf at *at with '%' and '|' percent-escaped */

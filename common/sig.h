@@ -109,8 +109,8 @@ int sig_load_pubkey_file_serial(const char *path, EVP_PKEY **out, char *serial,
 				size_t seriallen, char *err, size_t errlen);
 /*
  * Reads a whole regular file of at most max bytes into a new buffer with a NUL after the
- * data (free it, after OPENSSL_cleanse if it holds a secret). err names the file and the
- * problem. Used for key and secret files, which are small.
+ * data (free it, after OPENSSL_cleanse if it holds a secret): cfg_read_file, as bytes. err
+ * names the file and the problem. Used for key and secret files, which are small.
  */
 int sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err,
 		  size_t errlen);

@@ -1,8 +1,8 @@
 /*
  * sig_keys - RSA on OpenSSL 3: PKCS#1 v1.5 signatures with SHA-256, loading public keys in the
- * three forms the channels hand out and private keys from PEM, certificate serials, and the
- * bounded reads of the key and secret files (the codecs and MACs are in sig.c; both halves
- * share sig.h).
+ * three forms the channels hand out and private keys from PEM, and certificate serials (the
+ * codecs and MACs are in sig.c; both halves share sig.h). Key and secret files are read by
+ * cfg_read_file, the one reader of such files.
  *
  * Keys and signatures come from configuration and from the channels, so they are checked as
  * hostile: only RSA keys of at least SIG_RSA_MIN_BITS are accepted, a secret file readable by
@@ -13,15 +13,11 @@
 
 #include "cfg.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
@@ -300,69 +296,25 @@ done:
 	return rc;
 }
 
-static int
-sig_read(const char *path, size_t max, int secret, uint8_t **buf, size_t *len, char *err,
-         size_t errlen)
-{
-	struct stat st;
-	uint8_t *p = NULL;
-	size_t n = 0;
-	ssize_t r;
-	int fd, rc = -1;
-
-	*buf = NULL;
-	*len = 0;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
-		goto done;
-	}
-	if (secret && cfg_secret_perms(fd, path, err, errlen) != 0)
-		goto done;
-	/* Read up to max + 1 bytes whatever st_size says, so a growing file is still bounded. */
-	if ((p = malloc(max + 1)) == NULL) {
-		snprintf(err, errlen, "%s: out of memory", path);
-		goto done;
-	}
-	while (n <= max && (r = read(fd, p + n, max + 1 - n)) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			snprintf(err, errlen, "%s: %s", path, strerror(errno));
-			goto done;
-		}
-		n += (size_t)r;
-	}
-	if (n > max) {
-		snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
-		goto done;
-	}
-	p[n] = '\0';
-	*buf = p;
-	*len = n;
-	p = NULL;
-	rc = 0;
-done:
-	if (p != NULL)
-		OPENSSL_clear_free(p, max + 1);
-	close(fd);
-	return rc;
-}
-
 int
 sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
-	return sig_read(path, max, 0, buf, len, err, errlen);
+	char *p;
+	int rc = cfg_read_file(path, max, 0, &p, len, err, errlen);
+
+	*buf = (uint8_t *)p;
+	return rc;
 }
 
 int
 sig_read_secret_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err,
                      size_t errlen)
 {
-	return sig_read(path, max, 1, buf, len, err, errlen);
+	char *p;
+	int rc = cfg_read_file(path, max, 1, &p, len, err, errlen);
+
+	*buf = (uint8_t *)p;
+	return rc;
 }
 
 int

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cblog.h"
 #include "clock.h"
 #include "ingest.h"
 #include "log.h"
@@ -115,16 +116,6 @@ ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve, con
 	              verr_name(ve), resp);
 }
 
-static const char *SQL_RESERVE_PAY =
-    "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, out_trade_no, "
-    "event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "
-    "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND)";
-static const char *SQL_RESERVE_REFUND =
-    "INSERT INTO refund_callback_log (merchant_id, channel, refund_no, channel_trade_no, "
-    "out_trade_no, event_id, event_type, refund_status, amount, amount_cumulative, currency, "
-    "raw_body, body_sha256, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-    "NOW(3) + INTERVAL ? SECOND)";
-
 static const char *SQL_UNROUTABLE =
     "INSERT INTO unroutable (merchant_id, channel, event_key, event_id, event_type, reason, "
     "raw_body, body_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
@@ -174,44 +165,38 @@ ingest_keep(struct db *db, const struct ingest_req *req, const struct notify *n,
 	return DB_OK;
 }
 
-/* Reserves the row; returns the db class, with *id set on DB_OK. */
+/* ingest_log - the callback log of a payment or refund notification */
+static enum cblog
+ingest_log(const struct notify *n)
+{
+	return n->kind == NOTIFY_REFUND ? CBLOG_REFUND : CBLOG_PAY;
+}
+
+/* Reserves the row (cblog_reserve); returns the db class, with *id set on DB_OK. */
 static enum db_rc
 ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
                const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
 {
-	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
-	long long lease = in->cf->retry.initial_lease_s;
+	struct cblog_row r = {
+	    .log = ingest_log(n),
+	    .merchant_id = req->im->cm->id,
+	    .channel = channel_name(req->ch),
+	    .channel_trade_no = n->channel_trade_no,
+	    .out_trade_no = n->out_trade_no,
+	    .refund_no = n->refund_no,
+	    .event_id = n->event_id,
+	    .event_type = n->event_type,
+	    .status = n->status,
+	    .amount = amount,
+	    .currency = n->currency,
+	    .cumulative = n->refund_cumulative,
+	    .body = req->body,
+	    .body_len = req->len,
+	    .body_sha256 = sha,
+	    .lease_s = in->cf->retry.initial_lease_s,
+	};
 
-	if (n->kind == NOTIFY_PAYMENT) {
-		struct db_in p[12] = {DBI_STR(merchant),
-		                      DBI_STR(ch),
-		                      DBI_STR(n->channel_trade_no),
-		                      DBI_STR(n->out_trade_no),
-		                      DBI_STR(n->event_id),
-		                      DBI_STR(n->event_type),
-		                      DBI_STR(n->status),
-		                      DBI_STR(amount),
-		                      DBI_STR(n->currency),
-		                      DBI_BIN(req->body, req->len),
-		                      DBI_STR(sha),
-		                      DBI_I64(lease)};
-		return db_exec(db, SQL_RESERVE_PAY, p, 12, NULL, id);
-	}
-	struct db_in p[14] = {DBI_STR(merchant),
-	                      DBI_STR(ch),
-	                      DBI_STR(n->refund_no),
-	                      DBI_STR(n->channel_trade_no),
-	                      DBI_STR(n->out_trade_no),
-	                      DBI_STR(n->event_id),
-	                      DBI_STR(n->event_type),
-	                      DBI_STR(n->status),
-	                      DBI_STR(amount),
-	                      DBI_I64(n->refund_cumulative ? 1 : 0),
-	                      DBI_STR(n->currency),
-	                      DBI_BIN(req->body, req->len),
-	                      DBI_STR(sha),
-	                      DBI_I64(lease)};
-	return db_exec(db, SQL_RESERVE_REFUND, p, 14, NULL, id);
+	return cblog_reserve(db, &r, id);
 }
 
 static void
@@ -224,7 +209,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	int klen, vlen, rc;
 
 	memset(&m, 0, sizeof(m));
-	m.log = n->kind == NOTIFY_REFUND ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.log = ingest_log(n);
 	m.id = id;
 	m.attempt = 1;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", req->im->cm->id);
@@ -447,7 +432,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 	}
 	resp->id = id;
 	resp->outcome = OUT_STORED;
-	log_cbid(cbid, id, n.kind == NOTIFY_REFUND);
+	cblog_ref(cbid, sizeof(cbid), ingest_log(&n), id);
 	log_info(cbid,
 	         "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
 	         "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",

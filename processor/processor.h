@@ -135,7 +135,7 @@ struct proc_result {
 
 /* A callback-log row as the transactions read it. */
 struct proc_row {
-	int refund;
+	enum cblog log;
 	unsigned long long id;
 	char merchant[65];
 	char channel[17];
@@ -266,7 +266,7 @@ enum proc_tx proc_mark_done(struct proc_worker *w, const struct proc_row *row, c
  * Records a retryable failure of attempt on the row, unless one was recorded for that
  * attempt already (*counted = 0: this message was a second copy of it).
  */
-enum db_rc proc_record_failure(struct proc_worker *w, int refund, unsigned long long id,
+enum db_rc proc_record_failure(struct proc_worker *w, enum cblog lg, unsigned long long id,
                                int attempt, const char *reason, struct proc_result *r,
                                int *counted);
 int proc_amount_parse(const char *s, long long *minor);

@@ -21,6 +21,23 @@
 #include "log.h"
 #include "money.h"
 
+/* The statements on a row of either callback log, indexed by its enum cblog. */
+#define MARK_DONE_SQL(T)                                                                       \
+	"UPDATE " T " SET status = 1, outcome = ?, done_at = NOW(3) WHERE id = ? AND status = 0"
+#define MARK_DEAD_SQL(T)                                                                       \
+	"UPDATE " T " SET status = 2, outcome = ?, last_error = ?, done_at = NOW(3), "            \
+	"dead_at = NOW(3), dead_reason = ?, dlq_sent_at = NULL, next_retry_at = NOW(3) "          \
+	"WHERE id = ? AND status = 0"
+#define COUNT_FAILURE_SQL(T)                                                                   \
+	"UPDATE " T " SET retry_count = retry_count + 1, republish_count = 0, last_error = ?, "   \
+	"next_retry_at = NOW(3) WHERE id = ? AND status = 0 AND retry_count = ? - 1"
+#define RETRY_COUNT_SQL(T) "SELECT retry_count FROM " T " WHERE id = ?"
+
+static const char *const SQL_MARK_DONE[CBLOG_N] = CBLOG_SQL(MARK_DONE_SQL);
+static const char *const SQL_MARK_DEAD[CBLOG_N] = CBLOG_SQL(MARK_DEAD_SQL);
+static const char *const SQL_COUNT_FAILURE[CBLOG_N] = CBLOG_SQL(COUNT_FAILURE_SQL);
+static const char *const SQL_RETRY_COUNT[CBLOG_N] = CBLOG_SQL(RETRY_COUNT_SQL);
+
 int
 proc_amount_parse(const char *s, long long *minor)
 {
@@ -88,12 +105,7 @@ proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *ou
 	enum db_rc rc;
 
 	r->outcome = outcome;
-	rc = db_exec(&w->db,
-		     row->refund ? "UPDATE refund_callback_log SET status = 1, outcome = ?, "
-				   "done_at = NOW(3) WHERE id = ? AND status = 0"
-				 : "UPDATE pay_callback_log SET status = 1, outcome = ?, "
-				   "done_at = NOW(3) WHERE id = ? AND status = 0",
-		     in, 2, &n, NULL);
+	rc = db_exec(&w->db, SQL_MARK_DONE[row->log], in, 2, &n, NULL);
 	if (rc != DB_OK)
 		return proc_tx_error(w, rc, "mark done", r);
 	if (n != 1) {
@@ -125,16 +137,7 @@ proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
 
 	r->outcome = "dead";
 	snprintf(r->reason, sizeof(r->reason), "%s", reason);
-	rc = db_exec(&w->db,
-		     row->refund ? "UPDATE refund_callback_log SET status = 2, outcome = ?, "
-				   "last_error = ?, done_at = NOW(3), dead_at = NOW(3), "
-				   "dead_reason = ?, dlq_sent_at = NULL, next_retry_at = NOW(3) "
-				   "WHERE id = ? AND status = 0"
-				 : "UPDATE pay_callback_log SET status = 2, outcome = ?, "
-				   "last_error = ?, done_at = NOW(3), dead_at = NOW(3), "
-				   "dead_reason = ?, dlq_sent_at = NULL, next_retry_at = NOW(3) "
-				   "WHERE id = ? AND status = 0",
-		     in, 4, &n, NULL);
+	rc = db_exec(&w->db, SQL_MARK_DEAD[row->log], in, 4, &n, NULL);
 	if (rc != DB_OK)
 		return proc_tx_error(w, rc, "mark dead", r);
 	if (n != 1) {
@@ -149,7 +152,7 @@ proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
 }
 
 enum db_rc
-proc_record_failure(struct proc_worker *w, int refund, unsigned long long id, int attempt,
+proc_record_failure(struct proc_worker *w, enum cblog lg, unsigned long long id, int attempt,
 		    const char *reason, struct proc_result *r, int *counted)
 {
 	struct db_in in[3] = {DBI_STR(reason), DBI_I64(id), DBI_I64(attempt)};
@@ -168,22 +171,12 @@ proc_record_failure(struct proc_worker *w, int refund, unsigned long long id, in
 	 * the next attempt. Progress sets republish_count back to 0 (the retrier counts its
 	 * republishes per attempt).
 	 */
-	rc = db_exec(&w->db,
-		     refund ? "UPDATE refund_callback_log SET retry_count = retry_count + 1, "
-			      "republish_count = 0, last_error = ?, next_retry_at = NOW(3) "
-			      "WHERE id = ? AND status = 0 AND retry_count = ? - 1"
-			    : "UPDATE pay_callback_log SET retry_count = retry_count + 1, "
-			      "republish_count = 0, last_error = ?, next_retry_at = NOW(3) "
-			      "WHERE id = ? AND status = 0 AND retry_count = ? - 1",
-		     in, 3, &changed, NULL);
+	rc = db_exec(&w->db, SQL_COUNT_FAILURE[lg], in, 3, &changed, NULL);
 	if (rc != DB_OK)
 		return rc;
 	*counted = changed == 1;
 	/* For the log line only: the count the retrier will schedule by. */
-	if (db_query(&w->db,
-		     refund ? "SELECT retry_count FROM refund_callback_log WHERE id = ?"
-			    : "SELECT retry_count FROM pay_callback_log WHERE id = ?",
-		     in + 1, 1, out, 1, NULL, NULL, &rows) == DB_OK &&
+	if (db_query(&w->db, SQL_RETRY_COUNT[lg], in + 1, 1, out, 1, NULL, NULL, &rows) == DB_OK &&
 	    rows)
 		r->retry_count = (int)out[0].i;
 	return DB_OK;

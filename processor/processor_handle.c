@@ -55,15 +55,15 @@
 	"SELECT c.status, c.retry_count, " EARLIER ", "                                            \
 	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000, c.merchant_id, "               \
 	"c.out_trade_no FROM " T " c WHERE c.id = ?"
-static const char *const SQL_PRECHECK[2] = {
-    PRECHECK_SQL("pay_callback_log", PRECHECK_EARLIER("pay_callback_log")),
-    PRECHECK_SQL("refund_callback_log",
-		 PRECHECK_EARLIER("refund_callback_log") " + " PRECHECK_EARLIER_PAY)};
+static const char *const SQL_PRECHECK[CBLOG_N] = {
+    PRECHECK_SQL(CBLOG_TABLE_PAY, PRECHECK_EARLIER(CBLOG_TABLE_PAY)),
+    PRECHECK_SQL(CBLOG_TABLE_REFUND,
+		 PRECHECK_EARLIER(CBLOG_TABLE_REFUND) " + " PRECHECK_EARLIER_PAY)};
 /*
  * A deferred row comes due again in a second; the retrier publishes it on the main topic.
  * The processor saw it, so its republishes start counting again (republish_count).
  */
-static const char *const SQL_DEFER[2] = {
+static const char *const SQL_DEFER[CBLOG_N] = {
     "UPDATE pay_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND, republish_count "
     "= 0 WHERE id = ? AND status = 0 AND retry_count = 0",
     "UPDATE refund_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND, "
@@ -101,7 +101,7 @@ proc_precheck(struct proc_worker *w, const struct msg_callback *m, struct preche
 				DBO_STR(pc->order, sizeof(pc->order))};
 	unsigned long long rows = 0;
 
-	if (db_query(&w->db, SQL_PRECHECK[m->log == MSG_LOG_REFUND], in, 1, out, 6, NULL, NULL,
+	if (db_query(&w->db, SQL_PRECHECK[m->log], in, 1, out, 6, NULL, NULL,
 		     &rows) != DB_OK)
 		return -2;
 	if (rows == 0)
@@ -144,7 +144,7 @@ proc_defer(struct proc_worker *w, const struct msg_callback *m, const struct pre
 			 r->order, r->merchant, pc->earlier, pc->age_ms);
 		return 0;
 	}
-	if (db_exec(&w->db, SQL_DEFER[m->log == MSG_LOG_REFUND], in, 1, &changed, NULL) != DB_OK)
+	if (db_exec(&w->db, SQL_DEFER[m->log], in, 1, &changed, NULL) != DB_OK)
 		return -1;
 	/* Changed meanwhile (attempted by another delivery): the transaction decides. */
 	if (changed == 0)
@@ -197,7 +197,7 @@ proc_log_done(const char *id, const struct msg_callback *m, struct proc_result *
 enum proc_rc
 proc_handle(struct proc_worker *w, const struct msg_callback *m)
 {
-	int refund = m->log == MSG_LOG_REFUND;
+	int refund = m->log == CBLOG_REFUND;
 	long long t0 = clock_mono_ms();
 	struct precheck pc;
 	int st, deferred = 0, counted = 0;
@@ -207,7 +207,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	enum db_rc rc;
 
 	memset(&r, 0, sizeof(r));
-	log_cbid(id, m->id, refund);
+	cblog_ref(id, sizeof(id), m->log, m->id);
 	log_safe(r.order, sizeof(r.order), m->out_trade_no);
 	log_safe(r.merchant, sizeof(r.merchant), m->merchant_id);
 	if ((st = proc_precheck(w, m, &pc)) == -2) {
@@ -289,7 +289,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	}
 	case TX_RETRY:
 		snprintf(reason, sizeof(reason), "%s", r.reason);
-		if ((rc = proc_record_failure(w, refund, m->id, m->attempt, reason, &r,
+		if ((rc = proc_record_failure(w, m->log, m->id, m->attempt, reason, &r,
 					      &counted)) != DB_OK) {
 			log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
 				 w->db.last_error);

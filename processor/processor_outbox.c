@@ -8,40 +8,16 @@
  * order.refund_reversed) and "|<n>" for the n-th order.refunded of an order whose full
  * refund was reversed and made again, which downstream consumers deduplicate on: a crash between the commit and the relay leaves the row unsent
  * (sent_at NULL) and the retrier's sweep publishes it later, so delivery is at least once
- * and the id makes it effectively once.
+ * and the id makes it effectively once. The row's payload is the event as
+ * msg_order_event_encode writes it (common/msg.c).
  */
 #include "processor.h"
 
-#include <jansson.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "msg.h"
-
-/* proc_event_payload - the event as schemas/kafka/order-event.schema.json describes it */
-static int
-proc_event_payload(const struct proc_row *row, const char *event_id, const char *event_type,
-                   const char *amount, const char *currency, const char *trade_no, char *buf,
-                   size_t len)
-{
-	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "v", 1, "event_id",
-	                      event_id, "event_type", event_type, "merchant_id", row->merchant,
-	                      "out_trade_no", row->order, "amount", amount, "currency", currency,
-	                      "channel", row->channel, "channel_trade_no", trade_no, "callback_id",
-	                      (json_int_t)row->id, "at", row->now);
-	size_t n;
-
-	if (o == NULL)
-		return -1;
-	n = json_dumpb(o, buf, len, JSON_COMPACT);
-	json_decref(o);
-	if (n == 0 || n >= len)
-		return -1;
-	buf[n] = '\0';
-	return 0;
-}
 
 /*
  * proc_outbox_add - writes one order_events row in the open transaction. A row that exists
@@ -62,8 +38,13 @@ proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *e
 	ev = &r->events[r->nevents];
 	if (msg_event_id(row->merchant, row->order, event_type, ref, event_id,
 	                 sizeof(event_id)) < 0 ||
-	    proc_event_payload(row, event_id, event_type, amount, currency, trade_no, ev->payload,
-	                       sizeof(ev->payload)) != 0) {
+	    msg_order_event_encode(
+	        &(struct msg_order_event){.event_id = event_id, .event_type = event_type,
+	                                  .merchant_id = row->merchant, .out_trade_no = row->order,
+	                                  .amount = amount, .currency = currency,
+	                                  .channel = row->channel, .channel_trade_no = trade_no,
+	                                  .callback_id = row->id, .at = row->now},
+	        ev->payload, sizeof(ev->payload)) < 0) {
 		snprintf(w->db.last_error, sizeof(w->db.last_error), "cannot encode the event");
 		return DB_FATAL;
 	}

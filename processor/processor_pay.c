@@ -157,11 +157,14 @@ static void
 proc_pay_detail(const struct proc_row *row, const struct proc_order *o, const char *what, char *buf,
                 size_t len)
 {
+	char ref[CBLOG_REF_MAX];
+
 	snprintf(buf, len,
-	         "cb%llu: %s payment %.128s of %s %s for order %.128s (%s %s %s, paid by "
+	         "%s: %s payment %.128s of %s %s for order %.128s (%s %s %s, paid by "
 	         "%.128s): %s",
-	         row->id, row->channel, row->trade_no, row->amount, row->currency, row->order,
-	         o->status, o->amount, o->currency, o->trade_no[0] ? o->trade_no : "-", what);
+	         cblog_ref(ref, sizeof(ref), row->log, row->id), row->channel, row->trade_no,
+	         row->amount, row->currency, row->order, o->status, o->amount, o->currency,
+	         o->trade_no[0] ? o->trade_no : "-", what);
 }
 
 /*

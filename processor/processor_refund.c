@@ -40,7 +40,7 @@ proc_refund_lock(struct proc_worker *w, unsigned long long id, struct proc_row *
 	enum db_rc rc;
 
 	memset(row, 0, sizeof(*row));
-	row->refund = 1;
+	row->log = CBLOG_REFUND;
 	row->id = id;
 	rc = db_query(&w->db,
 	              "SELECT merchant_id, channel, refund_no, channel_trade_no, out_trade_no, "
@@ -60,10 +60,13 @@ static void
 proc_refund_detail(const struct proc_row *row, const struct proc_order *o, const char *what,
                    char *buf, size_t len)
 {
+	char ref[CBLOG_REF_MAX];
+
 	snprintf(buf, len,
-	         "rf%llu: %s refund %.128s (status %s) of %s %s, payment %.128s, order %.128s "
+	         "%s: %s refund %.128s (status %s) of %s %s, payment %.128s, order %.128s "
 	         "(%s, paid by %.128s): %s",
-	         row->id, row->channel, row->trade_no, row->chan_status[0] ? row->chan_status : "-",
+	         cblog_ref(ref, sizeof(ref), row->log, row->id), row->channel, row->trade_no,
+	         row->chan_status[0] ? row->chan_status : "-",
 	         row->amount, row->currency, row->pay_trade_no[0] ? row->pay_trade_no : "-",
 	         row->order, o->id ? o->status : "missing", o->trade_no[0] ? o->trade_no : "-",
 	         what);

@@ -456,7 +456,8 @@ proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r
 		it->next = NULL;
 		it->row = r->events[i].id;
 		snprintf(it->cbid, sizeof(it->cbid), "%s", cbid);
-		snprintf(it->key, sizeof(it->key), "%s|%s", r->merchant, r->order);
+		/* A merchant id and an order number at their columns' widths always fit. */
+		msg_key(r->merchant, r->order, it->key, sizeof(it->key));
 		memcpy(it->payload, r->events[i].payload, sizeof(it->payload));
 		pthread_mutex_lock(&rl->mu);
 		while (rl->queued >= PROC_RELAY_QUEUE_MAX && !rl->stop)

@@ -8,7 +8,7 @@
  * read, as every lease in paycb is.
  *
  * A verified "paid" answer is reserved in pay_callback_log exactly as ingest reserves a
- * notification: one autocommit INSERT on the same unique key (merchant, channel,
+ * notification (cblog_reserve): one autocommit INSERT on the same unique key (merchant, channel,
  * channel_trade_no), the authenticated answer as raw_body, source 'query'. A duplicate key
  * means the notification (or an earlier query) already told paycb: nothing was lost. A new
  * row is published on <prefix>.callbacks as ingest publishes (a failed publish is recovered
@@ -68,13 +68,13 @@ publish(struct reconciler *r, const struct qrow *w, const char *channel, unsigne
 	int klen, vlen;
 
 	memset(&m, 0, sizeof(m));
-	m.log = MSG_LOG_PAY;
+	m.log = CBLOG_PAY;
 	m.id = id;
 	m.attempt = 1;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", w->merchant);
 	snprintf(m.channel, sizeof(m.channel), "%s", channel);
 	snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s", w->order);
-	snprintf(cb, sizeof(cb), "cb%llu", id);
+	cblog_ref(cb, sizeof(cb), CBLOG_PAY, id);
 	klen = msg_callback_key(&m, key, sizeof(key));
 	vlen = msg_callback_encode(&m, val, sizeof(val));
 	if (klen < 0 || vlen < 0 ||
@@ -97,31 +97,20 @@ reserve(struct reconciler *r, struct chan_client *cl, const struct qrow *w, cons
 	size_t alen = 0;
 	const char *ans = chan_last_answer(cl, &alen);
 	int scale = money_currency_scale(p->currency);
-	struct db_in in[10];
+	struct cblog_row row = {.log = CBLOG_PAY, .merchant_id = w->merchant, .channel = channel,
+	                        .channel_trade_no = p->channel_trade_no, .out_trade_no = w->order,
+	                        .event_id = "", .event_type = "query", .status = p->status,
+	                        .amount = amount, .currency = p->currency, .body = ans,
+	                        .body_len = alen, .body_sha256 = sha,
+	                        .lease_s = r->cf->retry.initial_lease_s, .source = "query"};
 	enum db_rc rc;
 
 	if (ans == NULL || scale < 0 ||
 	    money_format(p->amount_minor, scale, amount, sizeof(amount)) != 0 ||
 	    sig_sha256_hex(ans, alen, sha) != 0)
 		return -1;
-	in[0] = DBI_STR(w->merchant);
-	in[1] = DBI_STR(channel);
-	in[2] = DBI_STR(p->channel_trade_no);
-	in[3] = DBI_STR(w->order);
-	in[4] = DBI_STR(p->status);
-	in[5] = DBI_STR(amount);
-	in[6] = DBI_STR(p->currency);
-	in[7] = DBI_BIN(ans, alen);
-	in[8] = DBI_STR(sha);
-	in[9] = DBI_I64(r->cf->retry.initial_lease_s);
 	/* One autocommit INSERT on ingest's unique key: the only deduplication there is. */
-	rc =
-	    db_exec(&r->db,
-	            "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, "
-	            "out_trade_no, event_id, event_type, trade_status, amount, currency, raw_body, "
-	            "body_sha256, next_retry_at, source) VALUES (?, ?, ?, ?, '', 'query', ?, ?, ?, "
-	            "?, ?, NOW(3) + INTERVAL ? SECOND, 'query')",
-	            in, 10, NULL, id);
+	rc = cblog_reserve(&r->db, &row, id);
 	if (rc == DB_DUPLICATE)
 		return 0;
 	return rc == DB_OK ? 1 : -1;

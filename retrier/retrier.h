@@ -12,7 +12,8 @@
  * retrier_dlq.c (dead rows), retrier_publish.c (parallel confirmed publishing),
  * retrier_outbox.c, retrier_purge.c, retrier_alarm.c (stuck rows, alerts, gauges),
  * retrier_lag.c (the processors' lag) and retrier_metrics.c (the metrics every module counts
- * into, and the logs' names).
+ * into). The two callback logs, which index every per-table SQL array, are enum cblog
+ * (cblog.h).
  */
 #ifndef PAYCB_RETRIER_H
 #define PAYCB_RETRIER_H
@@ -20,14 +21,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "cblog.h"
 #include "cfg.h"
 #include "conf.h"
 #include "db.h"
 #include "kq.h"
-
-/* The two callback logs, indexing every per-table SQL array. */
-enum rlog { RLOG_PAY = 0, RLOG_REFUND = 1 };
-#define RLOG_N 2
 
 /* One confirmed publish (retrier_publish). */
 struct retrier_job {
@@ -75,7 +73,7 @@ struct retrier {
 	int alarm_up;
 	long long alarm_alert_ms;
 	/* Purge cursors: done_at up to which bodies were cleared, per log. */
-	char purge_cursor[RLOG_N][32];
+	char purge_cursor[CBLOG_N][32];
 	struct retrier_counts last; /* the last cycle's counts, for tests and logs */
 };
 
@@ -91,17 +89,17 @@ int retrier_d_loop(void *state);
 int retrier_d_drain(void *state);
 
 /* retrier_sweep.c: leases and republishes due rows of one log. */
-extern const char *const retrier_sql_due[RLOG_N];
-int retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *full);
+extern const char *const retrier_sql_due[CBLOG_N];
+int retrier_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *full);
 
 /* retrier_dlq.c */
 /* Makes a due row past the last step dead, with its alert, in one transaction. Returns 1 when
  * this retrier made it dead, 0 when another won, -1 on a database error. */
-int retrier_make_dead(struct retrier *r, enum rlog lg, unsigned long long id, int retry_count,
+int retrier_make_dead(struct retrier *r, enum cblog lg, unsigned long long id, int retry_count,
                       const char *next_retry_at, const char *merchant, const char *order,
                       const char *last_error);
 /* Publishes dead rows whose dead letter is not yet confirmed. */
-int retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *full);
+int retrier_dlq_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *full);
 
 /* retrier_publish.c: publishes jobs in parallel; returns how many were delivered. */
 int retrier_publish(struct retrier *r, struct retrier_job *jobs, int n);
@@ -113,7 +111,7 @@ long long retrier_publish_lease_s(const struct retrier *r);
 int retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full);
 
 /* retrier_purge.c */
-int retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c);
+int retrier_purge(struct retrier *r, enum cblog lg, struct retrier_counts *c);
 
 /* retrier_alarm.c */
 int retrier_alert(struct db *db, const char *kind, unsigned long long id, const char *merchant,
@@ -140,18 +138,16 @@ void retrier_lag_free(struct retrier *r);
 /* retrier_metrics.c: the metrics, created once per process by retrier_metrics_init. */
 struct metric;
 struct retrier_metrics {
-	struct metric *republished[RLOG_N][CFG_LIST_MAX + 1]; /* per step; 0 = main topic */
+	struct metric *republished[CBLOG_N][CFG_LIST_MAX + 1]; /* per step; 0 = main topic */
 	struct metric *lost_race, *publish_failed, *dead, *dlq_sent, *outbox_sent, *purged;
-	struct metric *pending[RLOG_N][CFG_LIST_MAX + 2]; /* per retry_count 0..n+1 */
-	struct metric *dead_rows[RLOG_N], *dlq_unsent[RLOG_N], *stuck[RLOG_N];
+	struct metric *pending[CBLOG_N][CFG_LIST_MAX + 2]; /* per retry_count 0..n+1 */
+	struct metric *dead_rows[CBLOG_N], *dlq_unsent[CBLOG_N], *stuck[CBLOG_N];
 	struct metric *stuck_oldest_s, *sweep_us, *cycle_errors;
-	struct metric *old[RLOG_N], *old_oldest_s, *old_after_s, *storm_rows[RLOG_N], *storms;
+	struct metric *old[CBLOG_N], *old_oldest_s, *old_after_s, *storm_rows[CBLOG_N], *storms;
 	struct metric *lag[CFG_LIST_MAX + 1], *due_lag[CFG_LIST_MAX + 1];
 	struct metric *head_overdue_s[CFG_LIST_MAX + 1], *lag_ok;
 };
 extern struct retrier_metrics retrier_mx;
 void retrier_metrics_init(const struct retrier *r, int steps);
-/* The name of a log in log lines and series labels: "pay" or "refund". */
-const char *retrier_log_name(enum rlog lg);
 
 #endif

@@ -54,20 +54,13 @@
 	"UPDATE " T " SET old_alerted_at = NOW(3) WHERE id = ? AND status = 0 AND "                \
 	"old_alerted_at IS NULL"
 
-static const char *const sql_stuck[RLOG_N] = {STUCK_SQL("pay_callback_log"),
-                                              STUCK_SQL("refund_callback_log")};
-static const char *const sql_dead_count[RLOG_N] = {DEAD_COUNT_SQL("pay_callback_log"),
-                                                   DEAD_COUNT_SQL("refund_callback_log")};
-static const char *const sql_unsent_count[RLOG_N] = {UNSENT_COUNT_SQL("pay_callback_log"),
-                                                     UNSENT_COUNT_SQL("refund_callback_log")};
-static const char *const sql_steps[RLOG_N] = {STEPS_SQL("pay_callback_log"),
-                                              STEPS_SQL("refund_callback_log")};
-static const char *const sql_old_count[RLOG_N] = {OLD_COUNT_SQL("pay_callback_log"),
-                                                  OLD_COUNT_SQL("refund_callback_log")};
-static const char *const sql_old_new[RLOG_N] = {OLD_NEW_SQL("pay_callback_log"),
-                                                OLD_NEW_SQL("refund_callback_log")};
-static const char *const sql_old_mark[RLOG_N] = {OLD_MARK_SQL("pay_callback_log"),
-                                                 OLD_MARK_SQL("refund_callback_log")};
+static const char *const sql_stuck[CBLOG_N] = CBLOG_SQL(STUCK_SQL);
+static const char *const sql_dead_count[CBLOG_N] = CBLOG_SQL(DEAD_COUNT_SQL);
+static const char *const sql_unsent_count[CBLOG_N] = CBLOG_SQL(UNSENT_COUNT_SQL);
+static const char *const sql_steps[CBLOG_N] = CBLOG_SQL(STEPS_SQL);
+static const char *const sql_old_count[CBLOG_N] = CBLOG_SQL(OLD_COUNT_SQL);
+static const char *const sql_old_new[CBLOG_N] = CBLOG_SQL(OLD_NEW_SQL);
+static const char *const sql_old_mark[CBLOG_N] = CBLOG_SQL(OLD_MARK_SQL);
 
 /* retrier_alert - writes one alerts row (the caller logs the event=alert line). */
 int
@@ -92,7 +85,7 @@ retrier_alarm_check(struct retrier *r, struct retrier_counts *c)
 	long long every_ms = r->cf->retrier.stuck_after_s * 1000;
 	char detail[256];
 
-	for (int lg = 0; lg < RLOG_N; lg++) {
+	for (int lg = 0; lg < CBLOG_N; lg++) {
 		struct db_in in[1] = {DBI_I64(r->cf->retrier.stuck_after_s)};
 		struct db_out out[2] = {DBO_I64(), DBO_I64()};
 
@@ -176,13 +169,13 @@ old_collect(void *arg, struct db_out *o)
 /* old_alert - marks one old row alerted and writes its alert, in one transaction; returns
  * 1 when this retrier wrote it, 0 when another had, -1 on a database error. */
 static int
-old_alert(struct retrier *r, enum rlog lg, const struct old_row *w, long long after_s)
+old_alert(struct retrier *r, enum cblog lg, const struct old_row *w, long long after_s)
 {
 	struct db_in in[1] = {DBI_I64(w->id)};
 	unsigned long long affected = 0;
 	char cbid[24], detail[400], o[130], m[66];
 
-	log_cbid(cbid, w->id, lg == RLOG_REFUND);
+	cblog_ref(cbid, sizeof(cbid), lg, w->id);
 	if (db_begin(&r->db) != DB_OK ||
 	    db_exec(&r->db, sql_old_mark[lg], in, 1, &affected, NULL) != DB_OK)
 		goto fail;
@@ -190,7 +183,7 @@ old_alert(struct retrier *r, enum rlog lg, const struct old_row *w, long long af
 		snprintf(detail, sizeof(detail),
 		         "%s: %s still pending %llds after it came in (threshold %llds): "
 		         "channel %s, retry_count %lld, republished %lld times at this attempt",
-		         cbid, retrier_log_name(lg), w->age_s, after_s, w->channel, w->retry_count,
+		         cbid, cblog_name(lg), w->age_s, after_s, w->channel, w->retry_count,
 		         w->republish_count);
 		if (retrier_alert(&r->db, "old_pending", w->id, w->merchant, w->order, detail) !=
 		    DB_OK)
@@ -226,7 +219,7 @@ retrier_old_check(struct retrier *r, struct retrier_counts *c)
 		          "event=alarm_check_failed kind=old_pending error=\"out of memory\"");
 		return -1;
 	}
-	for (int lg = 0; lg < RLOG_N; lg++) {
+	for (int lg = 0; lg < CBLOG_N; lg++) {
 		struct db_in in[3] = {DBI_I64(after_s), DBI_I64(after_s), DBI_I64(s.cap)};
 		struct db_out cnt[2] = {DBO_I64(), DBO_I64()};
 		struct db_out out[7] = {DBO_I64(),
@@ -250,7 +243,7 @@ retrier_old_check(struct retrier *r, struct retrier_counts *c)
 		    DB_OK)
 			goto db_fail;
 		for (int i = 0; i < s.n; i++) {
-			int won = old_alert(r, (enum rlog)lg, &s.rows[i], after_s);
+			int won = old_alert(r, (enum cblog)lg, &s.rows[i], after_s);
 
 			if (won < 0)
 				goto done;
@@ -295,7 +288,7 @@ retrier_gauges(struct retrier *r)
 {
 	int n = ladder_steps(&r->cf->retry);
 
-	for (int lg = 0; lg < RLOG_N; lg++) {
+	for (int lg = 0; lg < CBLOG_N; lg++) {
 		struct db_out out[3] = {DBO_I64(), DBO_I64(), DBO_I64()};
 		struct db_in in[1] = {DBI_I64(r->cf->retrier.max_republish)};
 		struct steps_arg a;

@@ -97,21 +97,21 @@ retrier_cycle(struct retrier *r, int *more)
 		rc = -1;
 	if (retrier_old_check(r, &c) != 0)
 		rc = -1;
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		if (retrier_sweep(r, (enum rlog)lg, &c, &full) != 0)
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		if (retrier_sweep(r, (enum cblog)lg, &c, &full) != 0)
 			rc = -1;
 		*more |= full;
 	}
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		if (retrier_dlq_sweep(r, (enum rlog)lg, &c, &full) != 0)
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		if (retrier_dlq_sweep(r, (enum cblog)lg, &c, &full) != 0)
 			rc = -1;
 		*more |= full;
 	}
 	if (retrier_outbox_sweep(r, &c, &full) != 0)
 		rc = -1;
 	*more |= full;
-	for (int lg = 0; lg < RLOG_N; lg++)
-		if (retrier_purge(r, (enum rlog)lg, &c) != 0)
+	for (int lg = 0; lg < CBLOG_N; lg++)
+		if (retrier_purge(r, (enum cblog)lg, &c) != 0)
 			rc = -1;
 	if (retrier_gauges(r) != 0)
 		rc = -1;

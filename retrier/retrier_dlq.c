@@ -20,13 +20,13 @@
  * processor, so they are left alone.
  * idx_dlq (status, dlq_sent_at, next_retry_at) keeps this query off the sent dead rows.
  */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "metrics.h"
+#include "msg.h"
 #include "retrier.h"
 
 #define DEAD_SQL(T)                                                                                \
@@ -46,18 +46,15 @@
 	"UPDATE " T " SET dlq_sent_at = NOW(3) WHERE id = ? AND status = 2 AND "                   \
 	"dlq_sent_at IS NULL"
 
-static const char *const sql_dead[RLOG_N] = {DEAD_SQL("pay_callback_log"),
-                                             DEAD_SQL("refund_callback_log")};
-static const char *const sql_dlq_due[RLOG_N] = {DLQ_DUE_SQL("pay_callback_log", "channel_trade_no"),
-                                                DLQ_DUE_SQL("refund_callback_log", "refund_no")};
-static const char *const sql_dlq_lease[RLOG_N] = {DLQ_LEASE_SQL("pay_callback_log"),
-                                                  DLQ_LEASE_SQL("refund_callback_log")};
-static const char *const sql_dlq_sent[RLOG_N] = {DLQ_SENT_SQL("pay_callback_log"),
-                                                 DLQ_SENT_SQL("refund_callback_log")};
+static const char *const sql_dead[CBLOG_N] = CBLOG_SQL(DEAD_SQL);
+static const char *const sql_dlq_due[CBLOG_N] = {
+    DLQ_DUE_SQL(CBLOG_TABLE_PAY, "channel_trade_no"), DLQ_DUE_SQL(CBLOG_TABLE_REFUND, "refund_no")};
+static const char *const sql_dlq_lease[CBLOG_N] = CBLOG_SQL(DLQ_LEASE_SQL);
+static const char *const sql_dlq_sent[CBLOG_N] = CBLOG_SQL(DLQ_SENT_SQL);
 
 /* retrier_make_dead - the dead transition and its alert, in one transaction. */
 int
-retrier_make_dead(struct retrier *r, enum rlog lg, unsigned long long id, int retry_count,
+retrier_make_dead(struct retrier *r, enum cblog lg, unsigned long long id, int retry_count,
                   const char *next_retry_at, const char *merchant, const char *order,
                   const char *last_error)
 {
@@ -66,7 +63,7 @@ retrier_make_dead(struct retrier *r, enum rlog lg, unsigned long long id, int re
 	char cbid[24], detail[512], e[200];
 	int rc = -1;
 
-	log_cbid(cbid, id, lg == RLOG_REFUND);
+	cblog_ref(cbid, sizeof(cbid), lg, id);
 	if (db_begin(&r->db) != DB_OK)
 		goto fail;
 	if (db_exec(&r->db, sql_dead[lg], in, 3, &affected, NULL) != DB_OK)
@@ -129,41 +126,28 @@ dlq_collect(void *arg, struct db_out *o)
 	return 0;
 }
 
-/* dlq_job - the dead letter of w (dlq.schema.json). */
+/* dlq_job - the dead letter of w (msg_dead_letter_encode), keyed by its order. */
 static int
-dlq_job(struct retrier *r, enum rlog lg, const struct dlq_row *w, struct retrier_job *j)
+dlq_job(struct retrier *r, enum cblog lg, const struct dlq_row *w, struct retrier_job *j)
 {
-	json_t *o;
-	char *s;
+	struct msg_dead_letter d = {.log = lg, .id = w->id, .merchant_id = w->merchant,
+	                            .channel = w->channel, .channel_trade_no = w->trade,
+	                            .out_trade_no = w->order, .retry_count = w->retry_count,
+	                            .last_error = w->last_error, .reason = w->reason,
+	                            .created_at = w->created_at, .dead_at = w->dead_at};
 	int n;
 
-	o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "v", 1, "log",
-	              lg == RLOG_REFUND ? "refund" : "pay", "id", (json_int_t)w->id, "merchant_id",
-	              w->merchant, "channel", w->channel, "channel_trade_no", w->trade,
-	              "out_trade_no", w->order, "retry_count", (json_int_t)w->retry_count,
-	              "last_error", w->last_error, "reason", w->reason, "created_at", w->created_at,
-	              "dead_at", w->dead_at);
-	if (o == NULL)
+	if ((n = msg_key(w->merchant, w->order, j->key, sizeof(j->key))) < 0 ||
+	    (j->val = msg_dead_letter_encode(&d, &j->vlen)) == NULL)
 		return -1;
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	if (s == NULL)
-		return -1;
-	n = snprintf(j->key, sizeof(j->key), "%s|%s", w->merchant, w->order);
-	if (n < 0 || (size_t)n >= sizeof(j->key)) {
-		free(s);
-		return -1;
-	}
 	j->klen = (size_t)n;
 	j->topic = r->topic_dlq;
-	j->val = s;
-	j->vlen = strlen(s);
 	return 0;
 }
 
 /* dlq_lease_all - leases each row; leaves the jobs of the rows won. */
 static int
-dlq_lease_all(struct retrier *r, enum rlog lg, struct dlq_set *s, struct retrier_job *jobs,
+dlq_lease_all(struct retrier *r, enum cblog lg, struct dlq_set *s, struct retrier_job *jobs,
               struct dlq_row **won, int *nj, struct retrier_counts *c)
 {
 	char id[24];
@@ -174,7 +158,7 @@ dlq_lease_all(struct retrier *r, enum rlog lg, struct dlq_set *s, struct retrier
 		                      DBI_STR(w->next_at)};
 		unsigned long long affected = 0;
 
-		log_cbid(id, w->id, lg == RLOG_REFUND);
+		cblog_ref(id, sizeof(id), lg, w->id);
 		if (db_exec(&r->db, sql_dlq_lease[lg], in, 3, &affected, NULL) != DB_OK) {
 			log_warn(id, "event=dlq_lease_failed error=\"%s\"", r->db.last_error);
 			return -1;
@@ -194,7 +178,7 @@ dlq_lease_all(struct retrier *r, enum rlog lg, struct dlq_set *s, struct retrier
 
 /* retrier_dlq_sweep - publishes one batch of dead letters of log lg. */
 int
-retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *full)
+retrier_dlq_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *full)
 {
 	char b[10][520];
 	struct db_out out[11] = {DBO_I64(),         DBO_STR(b[0], 32),  DBO_STR(b[1], 65),
@@ -214,7 +198,7 @@ retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int
 	    (won = calloc((size_t)s.cap, sizeof(*won))) == NULL)
 		goto done;
 	if (db_query(&r->db, sql_dlq_due[lg], in, 1, out, 11, dlq_collect, &s, NULL) != DB_OK) {
-		log_warn(NULL, "event=dlq_sweep_failed log=%s error=\"%s\"", retrier_log_name(lg),
+		log_warn(NULL, "event=dlq_sweep_failed log=%s error=\"%s\"", cblog_name(lg),
 		         r->db.last_error);
 		goto done;
 	}
@@ -225,7 +209,7 @@ retrier_dlq_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int
 		struct db_in in1[1] = {DBI_I64(won[i]->id)};
 		char e[256];
 
-		log_cbid(id, won[i]->id, lg == RLOG_REFUND);
+		cblog_ref(id, sizeof(id), lg, won[i]->id);
 		if (jobs[i].rc != 0) {
 			c->failed++;
 			metrics_inc(retrier_mx.publish_failed, 1);

@@ -21,12 +21,6 @@ retrier_metrics_lag_labels(const struct retrier *r, int k, char *buf, size_t len
 	         k ? "delay" : "main");
 }
 
-const char *
-retrier_log_name(enum rlog lg)
-{
-	return lg == RLOG_REFUND ? "refund" : "pay";
-}
-
 /*
  * retrier_metrics_init - creates the registry entries once per process, however many
  * retriers it opens: a series registered twice would be exported twice.
@@ -42,9 +36,9 @@ retrier_metrics_init(const struct retrier *r, int steps)
 		return;
 	created = 1;
 	/* Series of one name are created together: the exposition prints HELP once per run. */
-	for (int lg = 0; lg < RLOG_N; lg++)
+	for (int lg = 0; lg < CBLOG_N; lg++)
 		for (int k = 0; k <= steps; k++) {
-			snprintf(l, sizeof(l), "log=\"%s\",step=\"%d\"", retrier_log_name(lg), k);
+			snprintf(l, sizeof(l), "log=\"%s\",step=\"%d\"", cblog_name(lg), k);
 			m->republished[lg][k] = metrics_counter(
 			    "paycb_retrier_republished_total",
 			    "due rows republished and confirmed, by ladder step (0 = main topic)",
@@ -62,26 +56,26 @@ retrier_metrics_init(const struct retrier *r, int steps)
 	m->purged = metrics_counter("paycb_retrier_purged_total", "raw bodies cleared", "");
 	m->cycle_errors = metrics_counter("paycb_retrier_cycle_errors_total",
 	                                  "cycles in which a step failed", "");
-	for (int lg = 0; lg < RLOG_N; lg++)
+	for (int lg = 0; lg < CBLOG_N; lg++)
 		for (int k = 0; k <= steps + 1; k++) {
-			snprintf(l, sizeof(l), "log=\"%s\",step=\"%d\"", retrier_log_name(lg), k);
+			snprintf(l, sizeof(l), "log=\"%s\",step=\"%d\"", cblog_name(lg), k);
 			m->pending[lg][k] = metrics_gauge(
 			    "paycb_retrier_pending_rows",
 			    "pending rows by retry_count (0 = first attempt, n+1 = to become dead)",
 			    l);
 		}
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		snprintf(l, sizeof(l), "log=\"%s\"", cblog_name(lg));
 		m->dead_rows[lg] = metrics_gauge("paycb_retrier_dead_rows", "dead rows", l);
 	}
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		snprintf(l, sizeof(l), "log=\"%s\"", cblog_name(lg));
 		m->dlq_unsent[lg] =
 		    metrics_gauge("paycb_retrier_dlq_unsent_rows",
 		                  "dead rows whose dead letter is not confirmed", l);
 	}
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		snprintf(l, sizeof(l), "log=\"%s\"", cblog_name(lg));
 		m->stuck[lg] = metrics_gauge(
 		    "paycb_retrier_stuck_rows",
 		    "pending rows due for longer than retrier.stuck_after_s (alarm when > 0)", l);
@@ -89,8 +83,8 @@ retrier_metrics_init(const struct retrier *r, int steps)
 	m->stuck_oldest_s = metrics_gauge("paycb_retrier_stuck_oldest_overdue_seconds",
 	                                  "how long the oldest stuck row has been due", "");
 	m->sweep_us = metrics_hist("paycb_retrier_sweep_seconds", "duration of one full cycle", "");
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		snprintf(l, sizeof(l), "log=\"%s\"", cblog_name(lg));
 		m->old[lg] = metrics_gauge("paycb_retrier_old_pending_rows",
 		                           "pending rows created (or replayed) longer ago than the "
 		                           "end-to-end threshold (alarm when > 0)",
@@ -102,8 +96,8 @@ retrier_metrics_init(const struct retrier *r, int steps)
 	                                "");
 	m->old_after_s = metrics_gauge("paycb_retrier_old_pending_threshold_seconds",
 	                               "the end-to-end threshold in force", "");
-	for (int lg = 0; lg < RLOG_N; lg++) {
-		snprintf(l, sizeof(l), "log=\"%s\"", retrier_log_name(lg));
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		snprintf(l, sizeof(l), "log=\"%s\"", cblog_name(lg));
 		m->storm_rows[lg] = metrics_gauge(
 		    "paycb_retrier_republish_storm_rows",
 		    "pending rows republished more than retrier.max_republish times at one attempt",

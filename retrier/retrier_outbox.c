@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "msg.h"
 #include "retrier.h"
 
 #define OUTBOX_PAYLOAD_MAX 65536
@@ -44,7 +45,7 @@ static const char *const sql_sent =
 struct ob_row {
 	unsigned long long id, callback_id;
 	char event_id[256], event_type[49];
-	int refund;
+	enum cblog log; /* of the callback that caused the event */
 };
 
 struct ob_set {
@@ -76,10 +77,10 @@ ob_collect(void *arg, struct db_out *o)
 	w->id = (unsigned long long)o[0].i;
 	snprintf(w->event_id, sizeof(w->event_id), "%s", o[1].buf);
 	snprintf(w->event_type, sizeof(w->event_type), "%s", o[2].buf);
-	w->refund = strncmp(w->event_type, "order.refund", 12) == 0;
+	w->log = strncmp(w->event_type, "order.refund", 12) == 0 ? CBLOG_REFUND : CBLOG_PAY;
 	w->callback_id = (unsigned long long)o[5].i;
-	n = snprintf(j->key, sizeof(j->key), "%s|%s", o[3].buf, o[4].buf);
-	if (n < 0 || (size_t)n >= sizeof(j->key) || (j->val = strdup(o[6].buf)) == NULL)
+	if ((n = msg_key(o[3].buf, o[4].buf, j->key, sizeof(j->key))) < 0 ||
+	    (j->val = strdup(o[6].buf)) == NULL)
 		return 0;
 	j->klen = (size_t)n;
 	j->vlen = o[6].len;
@@ -159,7 +160,7 @@ retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
 		char id[24], e1[128], e2[256];
 
 		if (s.rows[i].callback_id)
-			log_cbid(id, s.rows[i].callback_id, s.rows[i].refund);
+			cblog_ref(id, sizeof(id), s.rows[i].log, s.rows[i].callback_id);
 		else
 			snprintf(id, sizeof(id), "-");
 		if (s.jobs[i].rc != 0) {

@@ -30,14 +30,12 @@
 	"UPDATE " T " SET raw_body = NULL WHERE status = 1 AND done_at > ? AND done_at <= ? "      \
 	"AND raw_body IS NOT NULL"
 
-static const char *const sql_scan[RLOG_N] = {SCAN_SQL("pay_callback_log"),
-                                             SCAN_SQL("refund_callback_log")};
-static const char *const sql_clear[RLOG_N] = {CLEAR_SQL("pay_callback_log"),
-                                              CLEAR_SQL("refund_callback_log")};
+static const char *const sql_scan[CBLOG_N] = CBLOG_SQL(SCAN_SQL);
+static const char *const sql_clear[CBLOG_N] = CBLOG_SQL(CLEAR_SQL);
 
 /* retrier_purge - clears old done bodies of log lg, batch by batch, within the budget. */
 int
-retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c)
+retrier_purge(struct retrier *r, enum cblog lg, struct retrier_counts *c)
 {
 	long long end = clock_mono_ms() + PURGE_BUDGET_MS;
 	char *cursor = r->purge_cursor[lg];
@@ -65,7 +63,7 @@ retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c)
 			c->purged += (long long)affected;
 			metrics_inc(retrier_mx.purged, affected);
 			log_info(NULL, "event=purged log=%s rows=%llu done_before=\"%s\"",
-			         retrier_log_name(lg), affected, upto);
+			         cblog_name(lg), affected, upto);
 		}
 		snprintf(cursor, sizeof(r->purge_cursor[lg]), "%s", upto);
 		if (out[1].i < r->cf->retrier.purge_batch)
@@ -73,7 +71,7 @@ retrier_purge(struct retrier *r, enum rlog lg, struct retrier_counts *c)
 	}
 	return 0;
 fail:
-	log_warn(NULL, "event=purge_failed log=%s error=\"%s\"", retrier_log_name(lg),
+	log_warn(NULL, "event=purge_failed log=%s error=\"%s\"", cblog_name(lg),
 	         r->db.last_error);
 	return -1;
 }

@@ -47,10 +47,8 @@
 	"republish_count + 1 WHERE id = ? AND status = 0 AND retry_count = ? AND next_retry_at = " \
 	"?"
 
-const char *const retrier_sql_due[RLOG_N] = {DUE_SQL("pay_callback_log"),
-                                             DUE_SQL("refund_callback_log")};
-static const char *const sql_lease[RLOG_N] = {LEASE_SQL("pay_callback_log"),
-                                              LEASE_SQL("refund_callback_log")};
+const char *const retrier_sql_due[CBLOG_N] = CBLOG_SQL(DUE_SQL);
+static const char *const sql_lease[CBLOG_N] = CBLOG_SQL(LEASE_SQL);
 
 struct due_row {
 	unsigned long long id;
@@ -120,11 +118,11 @@ due_plan(const struct retrier *r, struct due_row *w)
  * lease's transaction.
  */
 static enum db_rc
-due_storm_alert(struct retrier *r, enum rlog lg, const struct due_row *w)
+due_storm_alert(struct retrier *r, enum cblog lg, const struct due_row *w)
 {
 	char cbid[24], detail[400];
 
-	log_cbid(cbid, w->id, lg == RLOG_REFUND);
+	cblog_ref(cbid, sizeof(cbid), lg, w->id);
 	snprintf(detail, sizeof(detail),
 	         "%s: republished %lld times at retry_count %d without progress (more than "
 	         "retrier.max_republish %lld): are its messages consumed? last error: %.200s",
@@ -138,7 +136,7 @@ due_storm_alert(struct retrier *r, enum rlog lg, const struct due_row *w)
  * retrier.max_republish); returns 1 when won, 0 when lost, -1 on error.
  */
 static int
-due_lease(struct retrier *r, enum rlog lg, const struct due_row *w)
+due_lease(struct retrier *r, enum cblog lg, const struct due_row *w)
 {
 	struct db_in in[4] = {DBI_I64(w->lease_s), DBI_I64(w->id), DBI_I64(w->retry_count),
 	                      DBI_STR(w->next_at)};
@@ -158,7 +156,7 @@ due_lease(struct retrier *r, enum rlog lg, const struct due_row *w)
 	}
 	if (affected == 1) {
 		metrics_inc(retrier_mx.storms, 1);
-		log_error(log_cbid(cbid, w->id, lg == RLOG_REFUND),
+		log_error(cblog_ref(cbid, sizeof(cbid), lg, w->id),
 		          "event=alert kind=republish_storm order=%s merchant=%s retry_count=%d "
 		          "republish_count=%lld max_republish=%lld",
 		          log_safe(o, sizeof(o), w->order), log_safe(m, sizeof(m), w->merchant),
@@ -168,13 +166,13 @@ due_lease(struct retrier *r, enum rlog lg, const struct due_row *w)
 }
 
 static int
-due_job(struct retrier *r, enum rlog lg, const struct due_row *w, struct retrier_job *j)
+due_job(struct retrier *r, enum cblog lg, const struct due_row *w, struct retrier_job *j)
 {
 	struct msg_callback m;
 	int len;
 
 	memset(&m, 0, sizeof(m));
-	m.log = lg == RLOG_REFUND ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.log = lg;
 	m.id = w->id;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", w->merchant);
 	snprintf(m.channel, sizeof(m.channel), "%s", w->channel);
@@ -207,13 +205,13 @@ due_shuffle(struct retrier *r, struct due_set *s)
 }
 
 static void
-due_report(enum rlog lg, const struct due_row *w, const struct retrier_job *j,
+due_report(enum cblog lg, const struct due_row *w, const struct retrier_job *j,
            struct retrier_counts *c)
 {
 	const char *why = "";
 	char id[24], e[256];
 
-	log_cbid(id, w->id, lg == RLOG_REFUND);
+	cblog_ref(id, sizeof(id), lg, w->id);
 	if (w->step == 0)
 		why = " reason=first_publish_lost";
 	else if (w->retry_count == 0)
@@ -239,7 +237,7 @@ due_report(enum rlog lg, const struct due_row *w, const struct retrier_job *j,
 
 /* retrier_sweep - leases and republishes one batch of due rows of log lg. */
 int
-retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *full)
+retrier_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *full)
 {
 	char b_next[32], b_merchant[65], b_channel[17], b_order[129], b_err[513];
 	struct db_out out[9] = {DBO_I64(),
@@ -263,11 +261,11 @@ retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *fu
 	    (jobs = calloc((size_t)s.cap, sizeof(*jobs))) == NULL ||
 	    (leased = calloc((size_t)s.cap, sizeof(*leased))) == NULL) {
 		log_error(NULL, "event=sweep_failed log=%s error=\"out of memory\"",
-		          retrier_log_name(lg));
+		          cblog_name(lg));
 		goto done;
 	}
 	if (db_query(&r->db, retrier_sql_due[lg], in, 1, out, 9, due_collect, &s, NULL) != DB_OK) {
-		log_warn(NULL, "event=sweep_failed log=%s error=\"%s\"", retrier_log_name(lg),
+		log_warn(NULL, "event=sweep_failed log=%s error=\"%s\"", cblog_name(lg),
 		         r->db.last_error);
 		goto done;
 	}
@@ -295,7 +293,7 @@ retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *fu
 		due_plan(r, w);
 		if ((won = due_lease(r, lg, w)) < 0) {
 			/* Publish what is leased already; the rest waits for the next sweep. */
-			log_warn(log_cbid(id, w->id, lg == RLOG_REFUND),
+			log_warn(cblog_ref(id, sizeof(id), lg, w->id),
 			         "event=lease_failed error=\"%s\"", r->db.last_error);
 			rc = -1;
 			break;
@@ -303,14 +301,14 @@ retrier_sweep(struct retrier *r, enum rlog lg, struct retrier_counts *c, int *fu
 		if (won == 0) {
 			c->lost_race++;
 			metrics_inc(retrier_mx.lost_race, 1);
-			log_debug(log_cbid(id, w->id, lg == RLOG_REFUND), "event=lease_lost");
+			log_debug(cblog_ref(id, sizeof(id), lg, w->id), "event=lease_lost");
 			continue;
 		}
 		c->leased++;
 		if (w->republish_count == r->cf->retrier.max_republish)
 			c->storms++;
 		if (due_job(r, lg, w, &jobs[nj]) != 0) {
-			log_error(log_cbid(id, w->id, lg == RLOG_REFUND),
+			log_error(cblog_ref(id, sizeof(id), lg, w->id),
 			          "event=encode_failed due_again_in_s=%lld", w->lease_s);
 			continue;
 		}

@@ -474,7 +474,7 @@ future_stamped(void)
 			        in, 1, out, 5, NULL, NULL, &rows) != DB_OK ||
 			    rows == 0)
 				break;
-			m.log = MSG_LOG_PAY;
+			m.log = CBLOG_PAY;
 			m.id = (unsigned long long)out[0].i;
 			snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", merchant);
 			snprintf(m.channel, sizeof(m.channel), "%s", channel);
@@ -1158,7 +1158,7 @@ ev_collect(void *arg, struct db_out *o)
 		assert_non_null(s->rows);
 	}
 	snprintf(s->rows[s->n].event_id, sizeof(s->rows[0].event_id), "%s", o[0].buf);
-	snprintf(s->rows[s->n].key, sizeof(s->rows[0].key), "%s|%s", o[1].buf, o[2].buf);
+	assert_true(msg_key(o[1].buf, o[2].buf, s->rows[s->n].key, sizeof(s->rows[0].key)) > 0);
 	s->rows[s->n].id = (unsigned long long)o[3].i;
 	s->rows[s->n].rank = (unsigned long long)o[4].i;
 	s->rows[s->n].seen = 0;

@@ -25,6 +25,7 @@
 #include "harness.h"
 #include "topics.h"
 #include "kq.h"
+#include "msg.h"
 #include "retrier.h"
 
 #define WAIT_MS 30000
@@ -150,7 +151,7 @@ relay_loss_does_not_reorder_an_orders_events(void **state)
 	                                    "NULL"),
 	                 0);
 
-	snprintf(key, sizeof(key), "%s|%s", M, "O-ord8");
+	assert_true(msg_key(M, "O-ord8", key, sizeof(key)) > 0);
 	s.key = key;
 	assert_true(fx_read_topic(&cf, topic, seen_cb, &s) >= 0);
 	printf("# %d events of the order on the topic (%d copies)\n", s.n, s.copies);

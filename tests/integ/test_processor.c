@@ -24,6 +24,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "msg.h"
 #include "retrier.h"
 
 #define WAIT_MS 30000
@@ -343,7 +344,7 @@ check_dead(const char *order, unsigned long long id, const char *reason)
 			     "NOT NULL AND dlq_sent_at IS NULL",
 			     id),
 			 1);
-	snprintf(key, sizeof(key), "default|%s", order);
+	assert_true(msg_key("default", order, key, sizeof(key)) > 0);
 	assert_int_equal(scan_topic("callbacks.dlq", key, id, &s), 0);
 	{
 		struct retrier_counts c;
@@ -353,7 +354,7 @@ check_dead(const char *order, unsigned long long id, const char *reason)
 
 		memset(&c, 0, sizeof(c));
 		assert_int_equal(retrier_open(&cf, &r, err, sizeof(err)), 0);
-		assert_int_equal(retrier_dlq_sweep(r, RLOG_PAY, &c, &full), 0);
+		assert_int_equal(retrier_dlq_sweep(r, CBLOG_PAY, &c, &full), 0);
 		assert_true(c.dlq_sent >= 1);
 		retrier_close(r);
 	}

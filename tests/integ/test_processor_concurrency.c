@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cblog.h"
 #include "fixtures.h"
 #include "harness.h"
 
@@ -63,11 +64,11 @@ static void
 wait_handled(int refund, unsigned long long id, long long *per)
 {
 	struct handled h;
+	char cbid[CBLOG_REF_MAX];
 
-	snprintf(h.needle_done, sizeof(h.needle_done), "%s%llu: level=info event=processed",
-		 refund ? "rf" : "cb", id);
-	snprintf(h.needle_skip, sizeof(h.needle_skip), "%s%llu: level=info event=skipped",
-		 refund ? "rf" : "cb", id);
+	cblog_ref(cbid, sizeof(cbid), refund ? CBLOG_REFUND : CBLOG_PAY, id);
+	snprintf(h.needle_done, sizeof(h.needle_done), "%s: level=info event=processed", cbid);
+	snprintf(h.needle_skip, sizeof(h.needle_skip), "%s: level=info event=skipped", cbid);
 	h.want = COPIES;
 	assert_int_equal(harness_wait_until(all_handled, &h, WAIT_MS), 0);
 	per[0] = handled_count(&h, 0);

@@ -407,7 +407,7 @@ stuck_alarm_up_when_rows_overdue(void **state)
 	r = open_retrier(&c2);
 	assert_int_equal(retrier_alarm_check(r, &r->last), 0);
 	assert_int_equal(r->last.stuck, 2);
-	assert_int_equal(metrics_value(retrier_mx.stuck[RLOG_PAY]), 2);
+	assert_int_equal(metrics_value(retrier_mx.stuck[CBLOG_PAY]), 2);
 	assert_true(metrics_value(retrier_mx.stuck_oldest_s) >= 180);
 	assert_int_equal(q("SELECT COUNT(*) FROM alerts WHERE kind = 'stuck_rows'"), 1);
 	/* While it stays up, the next checks do not raise a second alert. */
@@ -417,7 +417,7 @@ stuck_alarm_up_when_rows_overdue(void **state)
 	assert_int_equal(retrier_cycle(r, &more), 0);
 	assert_int_equal(r->last.republished, 3);
 	assert_int_equal(retrier_alarm_check(r, &r->last), 0);
-	assert_int_equal(metrics_value(retrier_mx.stuck[RLOG_PAY]), 0);
+	assert_int_equal(metrics_value(retrier_mx.stuck[CBLOG_PAY]), 0);
 	assert_int_equal(r->alarm_up, 0);
 	retrier_close(r);
 }
@@ -441,12 +441,12 @@ gauges_count_rows_per_step_and_dead(void **state)
 	                         NULL, 0, NULL, NULL),
 	                 DB_OK);
 	assert_int_equal(retrier_gauges(r), 0);
-	assert_int_equal(metrics_value(retrier_mx.pending[RLOG_PAY][0]), 1);
-	assert_int_equal(metrics_value(retrier_mx.pending[RLOG_PAY][1]), 2);
-	assert_int_equal(metrics_value(retrier_mx.pending[RLOG_PAY][n]), 1);
-	assert_int_equal(metrics_value(retrier_mx.dead_rows[RLOG_PAY]), 1);
-	assert_int_equal(metrics_value(retrier_mx.dlq_unsent[RLOG_PAY]), 1);
-	assert_int_equal(metrics_value(retrier_mx.pending[RLOG_REFUND][1]), 0);
+	assert_int_equal(metrics_value(retrier_mx.pending[CBLOG_PAY][0]), 1);
+	assert_int_equal(metrics_value(retrier_mx.pending[CBLOG_PAY][1]), 2);
+	assert_int_equal(metrics_value(retrier_mx.pending[CBLOG_PAY][n]), 1);
+	assert_int_equal(metrics_value(retrier_mx.dead_rows[CBLOG_PAY]), 1);
+	assert_int_equal(metrics_value(retrier_mx.dlq_unsent[CBLOG_PAY]), 1);
+	assert_int_equal(metrics_value(retrier_mx.pending[CBLOG_REFUND][1]), 0);
 	retrier_close(r);
 }
 
@@ -489,7 +489,7 @@ refund_rows_walk_the_same_ladder(void **state)
 static void
 sweep_query_plan_uses_idx_retry(void **state)
 {
-	static char explain[RLOG_N][1024];
+	static char explain[CBLOG_N][1024];
 	char plan[8192];
 
 	(void)state;
@@ -504,7 +504,7 @@ sweep_query_plan_uses_idx_retry(void **state)
 	        "NOW(3) FROM seq_1_to_20000",
 	        NULL, 0, NULL, NULL),
 	    DB_OK);
-	for (int lg = 0; lg < RLOG_N; lg++) {
+	for (int lg = 0; lg < CBLOG_N; lg++) {
 		struct db_out out[1] = {DBO_STR(plan, sizeof(plan))};
 		struct db_in in[1] = {DBI_I64(500)};
 

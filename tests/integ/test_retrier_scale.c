@@ -115,7 +115,7 @@ sweep_uses_idx_retry_with_a_million_rows(void **state)
 	generate();
 	printf("# %d rows generated in %lld ms\n", NROWS, harness_now_ms() - t0);
 	assert_int_equal(harness_count(&tdb, "SELECT COUNT(*) FROM pay_callback_log"), NROWS);
-	for (int lg = 0; lg < RLOG_N; lg++) {
+	for (int lg = 0; lg < CBLOG_N; lg++) {
 		plan_of(retrier_sql_due[lg], plan, sizeof(plan));
 		printf("# sweep plan (%s): %s\n", lg ? "refund" : "pay",
 		       strstr(plan, "\"key\": \"idx_retry\"") ? "range on idx_retry, no filesort"

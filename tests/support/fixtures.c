@@ -2,8 +2,8 @@
  * fixtures - orders, callback rows and callback messages for processor tests (see
  * fixtures.h).
  *
- * The rows are written with the very statements ingest uses (ingest/ingest_flow.c), raw
- * body and hash included, so the processor sees nothing a test made up. The producer is a
+ * The rows are written with the very INSERT ingest uses (cblog_reserve in common/cblog.c),
+ * raw body and hash included, so the processor sees nothing a test made up. The producer is a
  * plain librdkafka producer with kq.c's settings, because tests need the partition, the
  * offset and the timestamp a message got, which kq_produce_wait does not return.
  */
@@ -17,9 +17,11 @@
 #include <time.h>
 #include <sys/stat.h>
 
+#include "cblog.h"
 #include "harness.h"
 #include "kq.h"
 #include "msg.h"
+#include "sig.h"
 
 int
 fx_order(struct db *db, const char *merchant, const char *order, const char *amount,
@@ -38,6 +40,26 @@ fx_order(struct db *db, const char *merchant, const char *order, const char *amo
 	return 0;
 }
 
+/*
+ * fx_reserve - reserves r's row with ingest's own INSERT (cblog_reserve), its body hashed as
+ * ingest hashes one. Returns 0 with *id set, or -1 with *id 0.
+ */
+static int
+fx_reserve(struct db *db, struct cblog_row *r, unsigned long long *id)
+{
+	char sha[65];
+
+	*id = 0;
+	if (sig_sha256_hex(r->body, r->body_len, sha) != 0)
+		return -1;
+	r->body_sha256 = sha;
+	if (cblog_reserve(db, r, id) != DB_OK) {
+		*id = 0;
+		return -1;
+	}
+	return 0;
+}
+
 unsigned long long
 fx_pay_row(struct db *db, const struct conf *cf, const char *merchant, const char *channel,
 	   const char *trade_no, const char *order, const char *amount, const char *currency)
@@ -48,24 +70,15 @@ fx_pay_row(struct db *db, const struct conf *cf, const char *merchant, const cha
 	snprintf(body, sizeof(body), "{\"fixture\":\"pay\",\"trade\":\"%s\",\"order\":\"%s\"}",
 		 trade_no, order);
 	snprintf(event_id, sizeof(event_id), "evt_%s", trade_no);
-	{
-		struct db_in in[12] = {DBI_STR(merchant),   DBI_STR(channel),
-				       DBI_STR(trade_no),   DBI_STR(order),
-				       DBI_STR(event_id),   DBI_STR("TRANSACTION.SUCCESS"),
-				       DBI_STR("SUCCESS"),  DBI_STR(amount),
-				       DBI_STR(currency),   DBI_BIN(body, strlen(body)),
-				       DBI_STR(body),       DBI_I64(cf->retry.initial_lease_s)};
+	struct cblog_row r = {.log = CBLOG_PAY, .merchant_id = merchant, .channel = channel,
+	                      .channel_trade_no = trade_no, .out_trade_no = order,
+	                      .event_id = event_id, .event_type = "TRANSACTION.SUCCESS",
+	                      .status = "SUCCESS", .amount = amount, .currency = currency,
+	                      .body = body, .body_len = strlen(body),
+	                      .lease_s = cf->retry.initial_lease_s};
 
-		if (db_exec(db,
-			    "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, "
-			    "out_trade_no, event_id, event_type, trade_status, amount, currency, "
-			    "raw_body, body_sha256, next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-			    "?, ?, SHA2(?, 256), NOW(3) + INTERVAL ? SECOND)",
-			    in, 12, NULL, &id) != DB_OK) {
-			printf("# fixtures: pay row %s: %s\n", trade_no, db->last_error);
-			return 0;
-		}
-	}
+	if (fx_reserve(db, &r, &id) != 0)
+		printf("# fixtures: pay row %s: %s\n", trade_no, db->last_error);
 	return id;
 }
 
@@ -92,26 +105,15 @@ fx_refund_row_status(struct db *db, const struct conf *cf, const char *merchant,
 		 "\"status\":\"%s\"}",
 		 refund_no, order, status);
 	snprintf(event_id, sizeof(event_id), "evt_%s_%s", refund_no, status);
-	{
-		struct db_in in[14] = {DBI_STR(merchant),    DBI_STR(channel),
-				       DBI_STR(refund_no),   DBI_STR(pay_trade_no),
-				       DBI_STR(order),       DBI_STR(event_id),
-				       DBI_STR(event_type),  DBI_STR(status),
-				       DBI_STR(amount),      DBI_I64(cumulative ? 1 : 0),
-				       DBI_STR(currency),    DBI_BIN(body, strlen(body)),
-				       DBI_STR(body),        DBI_I64(cf->retry.initial_lease_s)};
+	struct cblog_row r = {.log = CBLOG_REFUND, .merchant_id = merchant, .channel = channel,
+	                      .channel_trade_no = pay_trade_no, .out_trade_no = order,
+	                      .refund_no = refund_no, .event_id = event_id,
+	                      .event_type = event_type, .status = status, .amount = amount,
+	                      .currency = currency, .cumulative = cumulative, .body = body,
+	                      .body_len = strlen(body), .lease_s = cf->retry.initial_lease_s};
 
-		if (db_exec(db,
-			    "INSERT INTO refund_callback_log (merchant_id, channel, refund_no, "
-			    "channel_trade_no, out_trade_no, event_id, event_type, refund_status, "
-			    "amount, amount_cumulative, currency, raw_body, body_sha256, "
-			    "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-			    "SHA2(?, 256), NOW(3) + INTERVAL ? SECOND)",
-			    in, 14, NULL, &id) != DB_OK) {
-			printf("# fixtures: refund row %s: %s\n", refund_no, db->last_error);
-			return 0;
-		}
-	}
+	if (fx_reserve(db, &r, &id) != 0)
+		printf("# fixtures: refund row %s: %s\n", refund_no, db->last_error);
 	return id;
 }
 
@@ -195,7 +197,7 @@ fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long i
 
 	memset(&m, 0, sizeof(m));
 	memset(&dr, 0, sizeof(dr));
-	m.log = refund ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.log = refund ? CBLOG_REFUND : CBLOG_PAY;
 	m.id = id;
 	m.attempt = attempt;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", merchant);
@@ -585,24 +587,23 @@ fx_log_applied(const char *path, int *pay, int *ref, unsigned long long max,
 	if ((fp = fopen(path, "r")) == NULL)
 		return;
 	while (fgets(line, sizeof(line), fp)) {
-		char *p = strstr(line, "]: ");
+		char *p = strstr(line, "]: "), cbid[CBLOG_REF_MAX];
 		unsigned long long id;
-		int refund;
+		enum cblog lg;
+		size_t n;
 
 		if (p == NULL)
 			continue;
 		p += 3;
-		if (strncmp(p, "cb", 2) == 0)
-			refund = 0;
-		else if (strncmp(p, "rf", 2) == 0)
-			refund = 1;
-		else
+		/* The line's id, "cb42" or "rf7", ends at the first ':'. */
+		if ((n = strcspn(p, ":")) >= sizeof(cbid))
 			continue;
-		id = strtoull(p + 2, NULL, 10);
-		if (id > max)
+		memcpy(cbid, p, n);
+		cbid[n] = '\0';
+		if (cblog_ref_parse(cbid, &lg, &id) != 0 || id > max)
 			continue;
 		if (strstr(p, " event=processed "))
-			(refund ? ref : pay)[id]++;
+			(lg == CBLOG_REFUND ? ref : pay)[id]++;
 		else if (strstr(p, " event=skipped "))
 			(*skipped)++;
 	}

@@ -299,6 +299,9 @@ secret_is_read_without_trailing_newline(void **state)
 	free(s);
 	assert_int_equal(cfg_read_secret("/nonexistent", &s, &len, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "/nonexistent"));
+	/* Only a regular file is read, as for keys: a directory or a pipe is not a secret. */
+	assert_int_equal(cfg_read_secret("/", &s, &len, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not a regular file"));
 }
 
 /* As ssh does: a secret readable by group or others, or owned by another user, is refused

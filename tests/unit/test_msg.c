@@ -1,6 +1,6 @@
 /*
- * test_msg - the wire formats of common/msg.c: the callback message's round trip and the
- * order event's id.
+ * test_msg - the wire formats of common/msg.c: the callback message's round trip, the
+ * partition key, the dead letter's and the order event's bytes, and the order event's id.
  *
  * Event ids are what downstream consumers deduplicate on, so the cases that matter are the
  * ones where two different events could be given one id: order numbers and refund numbers
@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -91,7 +92,7 @@ test_event_id_small_buffer_is_an_error(void **state)
 static void
 test_callback_round_trip_and_hostile_input(void **state)
 {
-	struct msg_callback m = {MSG_LOG_REFUND, 42, "m1", "wxpay", "O|1", 3}, back;
+	struct msg_callback m = {CBLOG_REFUND, 42, "m1", "wxpay", "O|1", 3}, back;
 	char buf[512], err[160];
 	int n;
 
@@ -99,7 +100,7 @@ test_callback_round_trip_and_hostile_input(void **state)
 	n = msg_callback_encode(&m, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_int_equal(msg_callback_decode(buf, (size_t)n, &back, err, sizeof(err)), 0);
-	assert_int_equal(back.log, MSG_LOG_REFUND);
+	assert_int_equal(back.log, CBLOG_REFUND);
 	assert_int_equal(back.id, 42);
 	assert_int_equal(back.attempt, 3);
 	assert_string_equal(back.out_trade_no, "O|1");
@@ -115,6 +116,64 @@ test_callback_round_trip_and_hostile_input(void **state)
 	assert_non_null(strstr(err, "not JSON"));
 }
 
+static void
+test_key_is_merchant_bar_order(void **state)
+{
+	char key[200];
+
+	(void)state;
+	assert_int_equal(msg_key("m1", "O|1", key, sizeof(key)), 6);
+	assert_string_equal(key, "m1|O|1");
+	assert_int_equal(msg_key("m1", "O-1", key, 5), -1);
+}
+
+static void
+test_dead_letter_bytes(void **state)
+{
+	struct msg_dead_letter d = {.log = CBLOG_REFUND, .id = 7, .merchant_id = "m1",
+	                            .channel = "wxpay", .channel_trade_no = "R1",
+	                            .out_trade_no = "O1", .retry_count = 9,
+	                            .last_error = "say \"no\"", .reason = "ladder_exhausted",
+	                            .created_at = "2026-01-02 03:04:05.006",
+	                            .dead_at = "2026-01-02 04:04:05.006"};
+	size_t len = 0;
+	char *s = msg_dead_letter_encode(&d, &len);
+
+	(void)state;
+	assert_non_null(s);
+	/* Consumers read these bytes: the fields keep their order and their JSON types. */
+	assert_string_equal(s, "{\"v\":1,\"log\":\"refund\",\"id\":7,\"merchant_id\":\"m1\","
+	                       "\"channel\":\"wxpay\",\"channel_trade_no\":\"R1\","
+	                       "\"out_trade_no\":\"O1\",\"retry_count\":9,"
+	                       "\"last_error\":\"say \\\"no\\\"\",\"reason\":\"ladder_exhausted\","
+	                       "\"created_at\":\"2026-01-02 03:04:05.006\","
+	                       "\"dead_at\":\"2026-01-02 04:04:05.006\"}");
+	assert_int_equal(len, strlen(s));
+	free(s);
+}
+
+static void
+test_order_event_bytes(void **state)
+{
+	struct msg_order_event e = {.event_id = "m1|O1|order.paid", .event_type = "order.paid",
+	                            .merchant_id = "m1", .out_trade_no = "O1", .amount = "1.00",
+	                            .currency = "CNY", .channel = "alipay",
+	                            .channel_trade_no = "T1", .callback_id = 42,
+	                            .at = "2026-01-02 03:04:05.006"};
+	char buf[512];
+	int n;
+
+	(void)state;
+	n = msg_order_event_encode(&e, buf, sizeof(buf));
+	assert_int_equal(n, (int)strlen(buf));
+	assert_string_equal(buf, "{\"v\":1,\"event_id\":\"m1|O1|order.paid\","
+	                         "\"event_type\":\"order.paid\",\"merchant_id\":\"m1\","
+	                         "\"out_trade_no\":\"O1\",\"amount\":\"1.00\",\"currency\":\"CNY\","
+	                         "\"channel\":\"alipay\",\"channel_trade_no\":\"T1\","
+	                         "\"callback_id\":42,\"at\":\"2026-01-02 03:04:05.006\"}");
+	assert_int_equal(msg_order_event_encode(&e, buf, 40), -1);
+}
+
 int
 main(void)
 {
@@ -124,6 +183,9 @@ main(void)
 	    cmocka_unit_test(test_event_id_too_long_becomes_a_digest),
 	    cmocka_unit_test(test_event_id_small_buffer_is_an_error),
 	    cmocka_unit_test(test_callback_round_trip_and_hostile_input),
+	    cmocka_unit_test(test_key_is_merchant_bar_order),
+	    cmocka_unit_test(test_dead_letter_bytes),
+	    cmocka_unit_test(test_order_event_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 
+#include "cblog.h"
 #include "conf.h"
 #include "db.h"
 #include "kq.h"
@@ -21,8 +22,6 @@
 #define CTL_FAILED  1
 #define CTL_USAGE   64
 #define CTL_UNAVAIL 69
-
-enum ctl_log { CTL_PAY = 0, CTL_REFUND = 1 };
 
 struct ctl {
 	const struct conf *cf;
@@ -34,10 +33,6 @@ struct ctl {
 };
 
 /* paycbctl_util.c */
-/* "cb42" or "42" is payment row 42, "rf7" refund row 7. Returns 0 or -1. */
-int ctl_parse_ref(const char *s, enum ctl_log *lg, unsigned long long *id);
-/* Formats a reference ("cb42", "rf7"). */
-const char *ctl_ref(char *buf, size_t len, enum ctl_log lg, unsigned long long id);
 /*
  * Parses a UTC time: "YYYY-MM-DD", "YYYY-MM-DD HH:MM[:SS[.mmm]]" (or with 'T' and a trailing
  * 'Z'), "now", or an age such as "30m", "2h", "7d" (that long ago). Writes

@@ -50,7 +50,7 @@ list_row(void *arg, struct db_out *o)
 	char ref[24], e[61];
 
 	fprintf(c->out, "%-10s %-8s %5lld  %-23s  %-23s  %-10s %-7s %-24s %s\n",
-	        ctl_ref(ref, sizeof(ref), (enum ctl_log)o[0].i, (unsigned long long)o[1].i),
+	        cblog_ref(ref, sizeof(ref), (enum cblog)o[0].i, (unsigned long long)o[1].i),
 	        ctl_status_name(o[5].i), o[6].i, o[7].buf, o[8].buf, o[2].buf, o[3].buf, o[4].buf,
 	        ctl_clean(e, sizeof(e), o[9].buf));
 	return 0;
@@ -63,7 +63,7 @@ dead_row(void *arg, struct db_out *o)
 	char ref[24], e[61];
 
 	fprintf(c->out, "%-10s %5lld  %-23s  %-17s %-23s  %-10s %-7s %-24s %s\n",
-	        ctl_ref(ref, sizeof(ref), (enum ctl_log)o[0].i, (unsigned long long)o[1].i), o[5].i,
+	        cblog_ref(ref, sizeof(ref), (enum cblog)o[0].i, (unsigned long long)o[1].i), o[5].i,
 	        o[6].buf, o[7].buf, o[8].buf[0] ? o[8].buf : "NOT SENT", o[2].buf, o[3].buf,
 	        o[4].buf, ctl_clean(e, sizeof(e), o[9].buf));
 	return 0;

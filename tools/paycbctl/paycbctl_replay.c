@@ -36,11 +36,10 @@
 	"SELECT " N ", id FROM " T " WHERE status = 2 AND COALESCE(dead_at, updated_at) >= ? "     \
 	"AND COALESCE(dead_at, updated_at) < ?"
 
-static const char *const sql_row[2] = {ROW_SQL("pay_callback_log"), ROW_SQL("refund_callback_log")};
-static const char *const sql_reset[2] = {RESET_SQL("pay_callback_log"),
-                                         RESET_SQL("refund_callback_log")};
+static const char *const sql_row[CBLOG_N] = CBLOG_SQL(ROW_SQL);
+static const char *const sql_reset[CBLOG_N] = CBLOG_SQL(RESET_SQL);
 static const char *const sql_dead_in = DEAD_IN_SQL(
-    "pay_callback_log", "0") " UNION ALL " DEAD_IN_SQL("refund_callback_log", "1") " ORDER BY 2";
+    CBLOG_TABLE_PAY, "0") " UNION ALL " DEAD_IN_SQL(CBLOG_TABLE_REFUND, "1") " ORDER BY 2";
 
 struct replay_row {
 	long long status, retry_count;
@@ -49,7 +48,7 @@ struct replay_row {
 
 /* replay_publish - the first step's message for the row; returns 0 or -1 with err. */
 static int
-replay_publish(struct ctl *c, enum ctl_log lg, unsigned long long id, const struct replay_row *w,
+replay_publish(struct ctl *c, enum cblog lg, unsigned long long id, const struct replay_row *w,
                const char *topic, char *err, size_t errlen)
 {
 	struct msg_callback m;
@@ -59,7 +58,7 @@ replay_publish(struct ctl *c, enum ctl_log lg, unsigned long long id, const stru
 	if (c->kp == NULL && kq_producer_new(&c->cf->kafka, &c->kp, err, errlen) != 0)
 		return -1;
 	memset(&m, 0, sizeof(m));
-	m.log = lg == CTL_REFUND ? MSG_LOG_REFUND : MSG_LOG_PAY;
+	m.log = lg;
 	m.id = id;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", w->merchant);
 	snprintf(m.channel, sizeof(m.channel), "%s", w->channel);
@@ -79,7 +78,7 @@ replay_publish(struct ctl *c, enum ctl_log lg, unsigned long long id, const stru
 /* replay_reset - the conditional reset and its audit row in one transaction. Returns 1 when
  * reset, 0 when the row was no longer dead, -1 on a database error. */
 static int
-replay_reset(struct ctl *c, enum ctl_log lg, unsigned long long id, const char *ref,
+replay_reset(struct ctl *c, enum cblog lg, unsigned long long id, const char *ref,
              long long lease_s, const char *topic)
 {
 	struct db_in in[2] = {DBI_I64(lease_s), DBI_I64(id)};
@@ -105,7 +104,7 @@ fail:
 
 /* replay_one - replays one row; returns CTL_OK or CTL_FAILED. */
 static int
-replay_one(struct ctl *c, enum ctl_log lg, unsigned long long id, int dry_run, int *replayed)
+replay_one(struct ctl *c, enum cblog lg, unsigned long long id, int dry_run, int *replayed)
 {
 	struct replay_row w;
 	struct db_out out[7] = {DBO_I64(),
@@ -122,7 +121,7 @@ replay_one(struct ctl *c, enum ctl_log lg, unsigned long long id, int dry_run, i
 	char ref[24], topic[256], msg[512], err[256];
 	int r;
 
-	ctl_ref(ref, sizeof(ref), lg, id);
+	cblog_ref(ref, sizeof(ref), lg, id);
 	ladder_topic(c->cf, 1, topic, sizeof(topic));
 	if (db_query(&c->db, sql_row[lg], in, 1, out, 7, NULL, NULL, &rows) != DB_OK) {
 		ctl_error(c, "%s: %s", ref, c->db.last_error);
@@ -222,7 +221,7 @@ replay_all(struct ctl *c, const char *from, const char *to, int dry_run)
 		        "rest)\n",
 		        rows, s->n);
 	for (int i = 0; i < s->n; i++)
-		if (replay_one(c, (enum ctl_log)s->lg[i], s->id[i], dry_run, &done) != CTL_OK)
+		if (replay_one(c, (enum cblog)s->lg[i], s->id[i], dry_run, &done) != CTL_OK)
 			failed++;
 	snprintf(target, sizeof(target), "dead_at in [%s, %s)", from, to);
 	snprintf(result, sizeof(result), "%s%d of %d dead rows, %d failed",
@@ -275,18 +274,18 @@ ctl_cmd_replay(struct ctl *c, int argc, char **argv)
 		goto usage;
 	for (int i = optind; i < argc; i++) {
 		unsigned long long id;
-		enum ctl_log lg;
+		enum cblog lg;
 
-		if (ctl_parse_ref(argv[i], &lg, &id) != 0) {
+		if (cblog_ref_parse(argv[i], &lg, &id) != 0) {
 			ctl_error(c, "'%s' is not a callback id (cb42, 42 or rf7)", argv[i]);
 			return CTL_USAGE;
 		}
 	}
 	for (int i = optind; i < argc; i++) {
 		unsigned long long id;
-		enum ctl_log lg;
+		enum cblog lg;
 
-		ctl_parse_ref(argv[i], &lg, &id);
+		cblog_ref_parse(argv[i], &lg, &id);
 		if (replay_one(c, lg, id, dry, NULL) != CTL_OK)
 			rc = CTL_FAILED;
 	}

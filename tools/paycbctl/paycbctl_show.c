@@ -27,8 +27,8 @@ struct show_table {
 	char sql[SHOW_SQL_MAX];
 };
 
-static struct show_table show_tables[2] = {{"pay_callback_log", {{0}}, 0, {0}},
-                                           {"refund_callback_log", {{0}}, 0, {0}}};
+static struct show_table show_tables[CBLOG_N] = {{CBLOG_TABLE_PAY, {{0}}, 0, {0}},
+                                                 {CBLOG_TABLE_REFUND, {{0}}, 0, {0}}};
 
 static int
 show_col(void *arg, struct db_out *o)
@@ -138,10 +138,10 @@ ctl_cmd_show(struct ctl *c, int argc, char **argv)
 	struct db_out out[1];
 	json_error_t je;
 	json_t *o = NULL;
-	enum ctl_log lg;
+	enum cblog lg;
 	int rc = CTL_FAILED;
 
-	if (argc != 2 || ctl_parse_ref(argv[1], &lg, &id) != 0) {
+	if (argc != 2 || cblog_ref_parse(argv[1], &lg, &id) != 0) {
 		ctl_error(c, "usage: show ID   (cb42 or 42 for a payment, rf7 for a refund)");
 		return CTL_USAGE;
 	}
@@ -158,7 +158,7 @@ ctl_cmd_show(struct ctl *c, int argc, char **argv)
 			goto done;
 		}
 	}
-	ctl_ref(ref, sizeof(ref), lg, id);
+	cblog_ref(ref, sizeof(ref), lg, id);
 	if (rows == 0) {
 		ctl_error(c, "%s: no such callback", ref);
 		goto done;

@@ -1,6 +1,6 @@
 /*
- * paycbctl_util - what paycbctl's commands share: callback references, times, the actor and
- * the audit trail.
+ * paycbctl_util - what paycbctl's commands share: times, the actor and the audit trail
+ * (callback references are cblog_ref and cblog_ref_parse).
  */
 #include <ctype.h>
 #include <pwd.h>
@@ -12,39 +12,6 @@
 #include <unistd.h>
 
 #include "paycbctl.h"
-
-int
-ctl_parse_ref(const char *s, enum ctl_log *lg, unsigned long long *id)
-{
-	unsigned long long v = 0;
-	const char *p = s;
-
-	*lg = CTL_PAY;
-	if (strncmp(s, "cb", 2) == 0) {
-		p = s + 2;
-	} else if (strncmp(s, "rf", 2) == 0) {
-		*lg = CTL_REFUND;
-		p = s + 2;
-	}
-	if (*p == '\0' || strlen(p) > 18)
-		return -1;
-	for (; *p; p++) {
-		if (!isdigit((unsigned char)*p))
-			return -1;
-		v = v * 10 + (unsigned long long)(*p - '0');
-	}
-	if (v == 0)
-		return -1;
-	*id = v;
-	return 0;
-}
-
-const char *
-ctl_ref(char *buf, size_t len, enum ctl_log lg, unsigned long long id)
-{
-	snprintf(buf, len, "%s%llu", lg == CTL_REFUND ? "rf" : "cb", id);
-	return buf;
-}
 
 static int
 ctl_valid_tm(int y, int mo, int d, int h, int mi, int sec, int ms)

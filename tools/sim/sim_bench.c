@@ -1,8 +1,8 @@
 /*
  * sim_bench - the plain-client measurements `make bench` sets beside the pipeline's.
  *
- * `dbceiling --shape reserve` runs ingest's reservation, the very INSERT text of
- * ingest_flow.c with a body of a WeChat notification's size, from C connections at once:
+ * `dbceiling --shape reserve` runs ingest's reservation, the very INSERT ingest runs
+ * (cblog_reserve) with a body of a WeChat notification's size, from C connections at once:
  * the database's own ceiling for what ingest does per notification. `--shape process` runs
  * the statements the processor issues for one payment (processor_handle.c, _pay.c,
  * _outbox.c: the unlocked look at the row and its order's earlier callbacks, then in one
@@ -19,16 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cblog.h"
 #include "clock.h"
 #include "daemon.h"
 #include "msg.h"
 #include "sim.h"
 
-/* The statements below are copies of the daemons' own; keep them in step. */
-static const char *SQL_RESERVE_PAY =
-    "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, out_trade_no, "
-    "event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "
-    "next_retry_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND)";
+/* The statements below are copies of the daemons' own; keep them in step (the reservation
+ * is not: it is cblog_reserve itself). */
 static const char *SQL_ORDER =
     "INSERT INTO orders (merchant_id, out_trade_no, amount, currency) VALUES (?, ?, ?, ?)";
 static const char *SQL_PRECHECK =
@@ -72,27 +70,21 @@ struct ceiling {
 
 static char body[1200];
 
-/* one_reserve - ingest's INSERT for item i of run; *id gets the row id. */
+/* one_reserve - ingest's INSERT (cblog_reserve) for item i of run; *id gets the row id. */
 static enum db_rc
 one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 {
 	char trade[64];
+	struct cblog_row r = {
+	    .log = CBLOG_PAY, .merchant_id = "default", .channel = "wxpay",
+	    .channel_trade_no = trade, .out_trade_no = trade, .event_id = trade,
+	    .event_type = "TRANSACTION.SUCCESS", .status = "SUCCESS", .amount = "88.88",
+	    .currency = "CNY", .body = body, .body_len = sizeof(body),
+	    .body_sha256 = "0000000000000000000000000000000000000000000000000000000000000000",
+	    .lease_s = 60};
 
 	snprintf(trade, sizeof(trade), "%s-%d", run, i);
-	struct db_in p[12] = {
-	    DBI_STR("default"),
-	    DBI_STR("wxpay"),
-	    DBI_STR(trade),
-	    DBI_STR(trade),
-	    DBI_STR(trade),
-	    DBI_STR("TRANSACTION.SUCCESS"),
-	    DBI_STR("SUCCESS"),
-	    DBI_STR("88.88"),
-	    DBI_STR("CNY"),
-	    DBI_BIN(body, sizeof(body)),
-	    DBI_STR("0000000000000000000000000000000000000000000000000000000000000000"),
-	    DBI_I64(60)};
-	return db_exec(db, SQL_RESERVE_PAY, p, 12, NULL, id);
+	return cblog_reserve(db, &r, id);
 }
 
 /* one_process - the processor's statements for the payment in row id. */
