@@ -29,9 +29,6 @@
 
 static struct conf cf;
 static struct db db;
-static struct fx_pub *pub;
-static int pid = -1;
-static char plog[1024];
 
 /* ---- item 1: WeChat Pay refunds that moved no money ------------------------------------- */
 
@@ -323,25 +320,6 @@ no_order_refunded_amount_differs_from_its_ledger(void **state)
 	assert_int_equal(ord_refunds_pending("E-"), 0);
 }
 
-static int
-group_setup(void **state)
-{
-	(void)state;
-	pub = fx_pub_new(&cf);
-	if (pub == NULL)
-		return -1;
-	ord_use(&db, &cf, pub);
-	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
-	return pid > 0 ? 0 : -1;
-}
-
-static int
-group_teardown(void **state)
-{
-	(void)state;
-	return fx_processor_stop(pub, pid, plog);
-}
-
 int
 main(void)
 {
@@ -359,13 +337,6 @@ main(void)
 	    cmocka_unit_test(partial_refunds_emit_one_event_each_with_the_refund_number),
 	    cmocka_unit_test(no_order_refunded_amount_differs_from_its_ledger),
 	};
-	int rc;
 
-	if (fx_processor_conf(&cf, "edges", NULL, 2) != 0)
-		return 1;
-	harness_db(&cf, &db);
-	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
-	db_close(&db);
-	harness_teardown(&cf);
-	return rc;
+	return ord_run("edges", &cf, &db, tests, sizeof(tests) / sizeof(tests[0]));
 }

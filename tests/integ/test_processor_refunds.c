@@ -23,9 +23,6 @@
 
 static struct conf cf;
 static struct db db;
-static struct fx_pub *pub;
-static int pid = -1;
-static char plog[1024];
 
 /* An event of the order with this id and amount. */
 static long long
@@ -173,17 +170,8 @@ alipay_cumulative_refunds_count_each_rise_once(void **state)
 	assert_int_equal(ord_events("C-acu", "order.refund"), 3);
 	assert_int_equal(event_with("default|C-acu|order.refunded", "30.00"), 1);
 	/* A total above the amount paid is never applied: kept dead, with its alert. */
-	{
-		struct fx_pos pos;
-
-		r = fx_refund_row_status(&db, &cf, ORD_M, "alipay", "B-acu4", "T-acu", "C-acu",
-		                         "30.01", 1, "CNY", "trade_status_sync", "TRADE_SUCCESS");
-		assert_true(r > 0);
-		assert_int_equal(fx_publish(pub, NULL, 1, r, ORD_M, "alipay", "C-acu", 1,
-		                            RD_KAFKA_PARTITION_UA, &pos),
-		                 0);
-		assert_int_equal(fx_wait_row(&db, 1, r, 2, ORD_WAIT_MS), 0);
-	}
+	r = ord_refund_to(2, "alipay", "C-acu", "B-acu4", "T-acu", "30.01", 1, "CNY",
+	                  "trade_status_sync", "TRADE_SUCCESS");
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "amount_mismatch");
 	assert_int_equal(ord_alerts("C-acu", "amount_mismatch"), 1);
 	assert_string_equal(ord_refunded("C-acu", buf, sizeof(buf)), "30.00");
@@ -289,25 +277,6 @@ no_order_refunded_amount_differs_from_its_ledger(void **state)
 	assert_int_equal(ord_refunds_pending("C-"), 0);
 }
 
-static int
-group_setup(void **state)
-{
-	(void)state;
-	pub = fx_pub_new(&cf);
-	if (pub == NULL)
-		return -1;
-	ord_use(&db, &cf, pub);
-	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
-	return pid > 0 ? 0 : -1;
-}
-
-static int
-group_teardown(void **state)
-{
-	(void)state;
-	return fx_processor_stop(pub, pid, plog);
-}
-
 int
 main(void)
 {
@@ -323,13 +292,6 @@ main(void)
 	    cmocka_unit_test(alipay_and_stripe_paid_order_without_trade_is_confirmed_not_refunded),
 	    cmocka_unit_test(no_order_refunded_amount_differs_from_its_ledger),
 	};
-	int rc;
 
-	if (fx_processor_conf(&cf, "refunds", NULL, 2) != 0)
-		return 1;
-	harness_db(&cf, &db);
-	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
-	db_close(&db);
-	harness_teardown(&cf);
-	return rc;
+	return ord_run("refunds", &cf, &db, tests, sizeof(tests) / sizeof(tests[0]));
 }

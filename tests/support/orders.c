@@ -17,13 +17,41 @@
 static struct db *ord_db;
 static const struct conf *ord_cf;
 static struct fx_pub *ord_pub;
+static int ord_pid = -1;
+static char ord_plog[1024];
 
-void
-ord_use(struct db *db, const struct conf *cf, struct fx_pub *pub)
+static int
+ord_setup(void **state)
 {
+	(void)state;
+	if ((ord_pub = fx_pub_new(ord_cf)) == NULL)
+		return -1;
+	ord_pid = fx_processor_start(ord_cf, "processor", ord_plog, sizeof(ord_plog));
+	return ord_pid > 0 ? 0 : -1;
+}
+
+static int
+ord_teardown(void **state)
+{
+	(void)state;
+	return fx_processor_stop(ord_pub, ord_pid, ord_plog);
+}
+
+int
+ord_run(const char *tag, struct conf *cf, struct db *db, const struct CMUnitTest *tests,
+        size_t n)
+{
+	int rc;
+
+	if (fx_processor_conf(cf, tag, NULL, 2) != 0)
+		return 1;
+	harness_db(cf, db);
 	ord_db = db;
 	ord_cf = cf;
-	ord_pub = pub;
+	rc = _cmocka_run_group_tests(tag, tests, n, ord_setup, ord_teardown);
+	db_close(db);
+	harness_teardown(cf);
+	return rc;
 }
 
 unsigned long long
@@ -43,9 +71,9 @@ ord_pay(const char *channel, const char *order, const char *trade, const char *a
 }
 
 unsigned long long
-ord_refund(const char *channel, const char *order, const char *refund_no, const char *pay_trade,
-           const char *amount, int cumulative, const char *currency, const char *type,
-           const char *status)
+ord_refund_to(int want, const char *channel, const char *order, const char *refund_no,
+              const char *pay_trade, const char *amount, int cumulative, const char *currency,
+              const char *type, const char *status)
 {
 	struct fx_pos pos;
 	unsigned long long id =
@@ -56,8 +84,17 @@ ord_refund(const char *channel, const char *order, const char *refund_no, const 
 	assert_int_equal(fx_publish(ord_pub, NULL, 1, id, ORD_M, channel, order, 1,
 	                            RD_KAFKA_PARTITION_UA, &pos),
 	                 0);
-	assert_int_equal(fx_wait_row(ord_db, 1, id, 1, ORD_WAIT_MS), 0);
+	assert_int_equal(fx_wait_row(ord_db, 1, id, want, ORD_WAIT_MS), 0);
 	return id;
+}
+
+unsigned long long
+ord_refund(const char *channel, const char *order, const char *refund_no, const char *pay_trade,
+           const char *amount, int cumulative, const char *currency, const char *type,
+           const char *status)
+{
+	return ord_refund_to(1, channel, order, refund_no, pay_trade, amount, cumulative, currency,
+	                     type, status);
 }
 
 long long

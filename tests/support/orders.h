@@ -4,7 +4,7 @@
  * order's fields, the row's outcome, the order's events and alerts.
  *
  * The cases run one after another against one processor, so the helpers share one
- * context, set once by ord_use(). Every helper asserts (cmocka) on a failed step: a case
+ * context, set once by ord_run(). Every helper asserts (cmocka) on a failed step: a case
  * that cannot set itself up fails where it happened.
  */
 #ifndef PAYCB_ORDERS_H
@@ -19,7 +19,16 @@ struct fx_pub;
 #define ORD_M       "default"
 #define ORD_WAIT_MS 30000
 
-void ord_use(struct db *db, const struct conf *cf, struct fx_pub *pub);
+struct CMUnitTest;
+
+/*
+ * ord_run - runs the cases of one test program against a bin/paycb-processor of its own:
+ * the configuration tagged tag (fx_processor_conf), its database and topics, a publisher
+ * and the processor, set up before the first case and torn down after the last. Returns
+ * cmocka's result.
+ */
+int ord_run(const char *tag, struct conf *cf, struct db *db, const struct CMUnitTest *tests,
+            size_t n);
 
 /* A payment row published and waited for until done; returns its id. */
 unsigned long long ord_pay(const char *channel, const char *order, const char *trade,
@@ -29,6 +38,11 @@ unsigned long long ord_pay(const char *channel, const char *order, const char *t
 unsigned long long ord_refund(const char *channel, const char *order, const char *refund_no,
                               const char *pay_trade, const char *amount, int cumulative,
                               const char *currency, const char *type, const char *status);
+/* The same, waited for until the row's status is want (1 done, 2 dead). */
+unsigned long long ord_refund_to(int want, const char *channel, const char *order,
+                                 const char *refund_no, const char *pay_trade, const char *amount,
+                                 int cumulative, const char *currency, const char *type,
+                                 const char *status);
 
 #define ORD_WX_REFUND(order, no, trade, amount, status)                                            \
 	ord_refund("wxpay", order, no, trade, amount, 0, "CNY", "REFUND." status, status)
