@@ -24,18 +24,6 @@
 static struct conf cf;
 static struct db db;
 
-/* An event of the order with this id and amount. */
-static long long
-event_with(const char *event_id, const char *amount)
-{
-	struct db_in in[2] = {DBI_STR(event_id), DBI_STR(amount)};
-
-	return harness_query_i64(&db,
-	                         "SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
-	                         "JSON_VALUE(payload, '$.amount') = ?",
-	                         in, 2);
-}
-
 /* ---- reversals -------------------------------------------------------------------------- */
 
 static void
@@ -49,7 +37,7 @@ full_refund_reversed_and_made_again_is_a_second_order_refunded(void **state)
 	ord_pay("stripe", "C-rra", "pi_rra", "30.00", "USD");
 	ORD_STRIPE_REFUND("C-rra", "re_rra1", "pi_rra", "30.00", "succeeded");
 	assert_string_equal(ord_status("C-rra", buf, sizeof(buf)), "REFUNDED");
-	assert_int_equal(event_with("default|C-rra|order.refunded", "30.00"), 1);
+	assert_int_equal(ord_event_with("default|C-rra|order.refunded", "30.00"), 1);
 	r = ORD_STRIPE_REFUND("C-rra", "re_rra1", "pi_rra", "30.00", "failed");
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_reversed");
 	assert_string_equal(ord_status("C-rra", buf, sizeof(buf)), "PAID");
@@ -59,8 +47,8 @@ full_refund_reversed_and_made_again_is_a_second_order_refunded(void **state)
 	assert_string_equal(ord_status("C-rra", buf, sizeof(buf)), "REFUNDED");
 	assert_string_equal(ord_refunded("C-rra", buf, sizeof(buf)), "30.00");
 	assert_int_equal(ord_events("C-rra", "order.refunded"), 2);
-	assert_int_equal(event_with("default|C-rra|order.refunded|2", "30.00"), 1);
-	assert_int_equal(event_with("default|C-rra|order.refund|re_rra2", "30.00"), 1);
+	assert_int_equal(ord_event_with("default|C-rra|order.refunded|2", "30.00"), 1);
+	assert_int_equal(ord_event_with("default|C-rra|order.refund|re_rra2", "30.00"), 1);
 	/* Its charge.refunded copy moves nothing and writes nothing. */
 	ORD_STRIPE_CHARGE_REFUNDED("C-rra", "ch_rra:3000b", "pi_rra", "30.00");
 	assert_int_equal(ord_events("C-rra", "order.refunded"), 2);
@@ -84,7 +72,7 @@ reversal_of_one_of_two_refunds_leaves_the_order_refunding(void **state)
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_reversed");
 	assert_string_equal(ord_status("C-rrp", buf, sizeof(buf)), "REFUNDING");
 	assert_string_equal(ord_refunded("C-rrp", buf, sizeof(buf)), "20.00");
-	assert_int_equal(event_with("default|C-rrp|order.refund_reversed|re_rrp1", "10.00"), 1);
+	assert_int_equal(ord_event_with("default|C-rrp|order.refund_reversed|re_rrp1", "10.00"), 1);
 	assert_int_equal(ord_alerts("C-rrp", "refund_reversed"), 1);
 	/* It was refunded in full once; that event stands, and no second one is written. */
 	assert_int_equal(ord_events("C-rrp", "order.refunded"), 1);
@@ -134,9 +122,9 @@ separator_in_order_and_refund_numbers_cannot_merge_two_events(void **state)
 	ord_pay("wxpay", "C-sep|order.refund|R1", "T-sep2", "8.00", "CNY");
 	assert_int_equal(ord_events("C-sep", "order.refund"), 1);
 	assert_int_equal(ord_events("C-sep|order.refund|R1", "order.paid.shipment"), 1);
-	assert_int_equal(event_with("default|C-sep|order.refund|R1%7Corder.paid.shipment", "3.00"),
+	assert_int_equal(ord_event_with("default|C-sep|order.refund|R1%7Corder.paid.shipment", "3.00"),
 	                 1);
-	assert_int_equal(event_with("default|C-sep%7Corder.refund%7CR1|order.paid.shipment", "8.00"),
+	assert_int_equal(ord_event_with("default|C-sep%7Corder.refund%7CR1|order.paid.shipment", "8.00"),
 	                 1);
 	assert_string_equal(ord_status("C-sep|order.refund|R1", buf, sizeof(buf)), "PAID");
 }
@@ -154,11 +142,11 @@ alipay_cumulative_refunds_count_each_rise_once(void **state)
 	ord_pay("alipay", "C-acu", "T-acu", "30.00", "CNY");
 	r = ORD_ALI_REFUND("C-acu", "B-acu1", "T-acu", "10.00");
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_partial");
-	assert_int_equal(event_with("default|C-acu|order.refund|B-acu1", "10.00"), 1);
+	assert_int_equal(ord_event_with("default|C-acu|order.refund|B-acu1", "10.00"), 1);
 	r = ORD_ALI_REFUND("C-acu", "B-acu2", "T-acu", "25.00");
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_partial");
 	/* The event carries the rise, not the total. */
-	assert_int_equal(event_with("default|C-acu|order.refund|B-acu2", "15.00"), 1);
+	assert_int_equal(ord_event_with("default|C-acu|order.refund|B-acu2", "15.00"), 1);
 	assert_string_equal(ord_status("C-acu", buf, sizeof(buf)), "REFUNDING");
 	/* An older total delivered late (another request number, 10.00) adds nothing. */
 	r = ORD_ALI_REFUND("C-acu", "B-acu1-late", "T-acu", "10.00");
@@ -168,7 +156,7 @@ alipay_cumulative_refunds_count_each_rise_once(void **state)
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refunded");
 	assert_string_equal(ord_status("C-acu", buf, sizeof(buf)), "REFUNDED");
 	assert_int_equal(ord_events("C-acu", "order.refund"), 3);
-	assert_int_equal(event_with("default|C-acu|order.refunded", "30.00"), 1);
+	assert_int_equal(ord_event_with("default|C-acu|order.refunded", "30.00"), 1);
 	/* A total above the amount paid is never applied: kept dead, with its alert. */
 	r = ord_refund_to(2, "alipay", "C-acu", "B-acu4", "T-acu", "30.01", 1, "CNY",
 	                  "trade_status_sync", "TRADE_SUCCESS");

@@ -158,6 +158,17 @@ ord_events(const char *order, const char *type)
 }
 
 long long
+ord_event_with(const char *event_id, const char *amount)
+{
+	struct db_in in[2] = {DBI_STR(event_id), DBI_STR(amount)};
+
+	return harness_query_i64(ord_db,
+	                         "SELECT COUNT(*) FROM order_events WHERE event_id = ? AND "
+	                         "JSON_VALUE(payload, '$.amount') = ?",
+	                         in, 2);
+}
+
+long long
 ord_alerts(const char *order, const char *kind)
 {
 	struct db_in in[2] = {DBI_STR(order), DBI_STR(kind)};

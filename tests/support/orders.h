@@ -62,6 +62,8 @@ const char *ord_outcome(int refund, unsigned long long id, char *buf, size_t cap
 /* The order's status or refunded amount. */
 const char *ord_status(const char *order, char *buf, size_t cap);
 const char *ord_refunded(const char *order, char *buf, size_t cap);
+/* How many events have this id and this amount in their payload. */
+long long ord_event_with(const char *event_id, const char *amount);
 /* How many events of a type, and alerts of a kind, the order has. */
 long long ord_events(const char *order, const char *type);
 long long ord_alerts(const char *order, const char *kind);
