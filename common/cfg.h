@@ -92,6 +92,15 @@ int cfg_secret_perms(int fd, const char *path, char *err, size_t errlen);
 int cfg_secret_file_ok(const char *path, char *err, size_t errlen);
 
 /*
+ * Calls fn(path, arg) once for each setting whose value differs between a and b, two structs
+ * loaded from tab ("ingest.listen_port", "merchants[1].stripe.secret_files"). A group list of
+ * another length, or an optional group present in only one of them, is one difference named
+ * by its own path.
+ */
+void cfg_diff(const struct cfg_setting *tab, const void *a, const void *b,
+              void (*fn)(const char *path, void *arg), void *arg);
+
+/*
  * Writes the documentation table (Markdown) of tab to fp, one row per setting, so
  * docs/config.md can be checked against the code.
  */

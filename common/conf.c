@@ -219,6 +219,11 @@ static const struct cfg_setting wx_tab[] = {
 	 "sp_appid) must be on it; refunds carry none"},
 	STR("apiv3_key_file", NULL, ME(wxpay.apiv3_key_file) - ME(wxpay), CFGF_FILE, PROC_INGEST,
 	    "file holding the 32-byte APIv3 key"),
+	STR("apiv3_previous_key_file", "", ME(wxpay.apiv3_previous_key_file) - ME(wxpay),
+	    CFGF_FILE, PROC_INGEST,
+	    "during an APIv3 key rotation only: the file of the key being replaced, tried when "
+	    "the current key does not open a resource (docs/operations.md, Rotating keys); "
+	    "empty = none"),
 	{"keys", CFG_GROUP_LIST, NULL, 0, 0, ME(wxpay.keys) - ME(wxpay), CFGF_NONEMPTY, 0,
 	 wx_key_tab, sizeof(struct conf_wx_key), ME(wxpay.nkeys) - ME(wxpay),
 	 "platform certificates and public keys; several at once for rotation"},
@@ -374,9 +379,49 @@ conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen
 		if (m->has_wxpay && m->wxpay.apiv3_key_file &&
 		    cfg_secret_file_ok(m->wxpay.apiv3_key_file, err, errlen) != 0)
 			return -1;
+		if (m->has_wxpay && m->wxpay.apiv3_previous_key_file &&
+		    m->wxpay.apiv3_previous_key_file[0] != '\0' &&
+		    cfg_secret_file_ok(m->wxpay.apiv3_previous_key_file, err, errlen) != 0)
+			return -1;
 		for (int k = 0; m->has_stripe && k < m->stripe.secret_files.n; k++)
 			if (cfg_secret_file_ok(m->stripe.secret_files.v[k], err, errlen) != 0)
 				return -1;
+	}
+	return 0;
+}
+
+/*
+ * What a running program takes from a reload. ingest and the reconciler rebuild every
+ * merchant's keys and clients from the new file (ingest also its timestamp tolerance, which
+ * its verifiers hold; the reconciler the settings its channel clients are built with); every
+ * program takes the log level. Everything else is read once at start: listeners, the
+ * database, Kafka, thread and pool sizes, the cycles' batches and ladders.
+ */
+static const struct {
+	const char *prefix;
+	unsigned procs;
+} conf_reload_tab[] = {
+    {"log_level", ~0u},
+    {"merchants", PROC_INGEST | PROC_RECONCILER},
+    {"ingest.timestamp_tolerance_s", PROC_INGEST},
+    {"reconciler.ca_file", PROC_RECONCILER},
+    {"reconciler.proxy", PROC_RECONCILER},
+    {"reconciler.connect_timeout_ms", PROC_RECONCILER},
+    {"reconciler.total_timeout_ms", PROC_RECONCILER},
+    {"reconciler.allow_http", PROC_RECONCILER},
+    {"reconciler.rate_per_s", PROC_RECONCILER},
+};
+
+int
+conf_reloadable(const char *path, unsigned proc)
+{
+	for (size_t i = 0; i < sizeof(conf_reload_tab) / sizeof(conf_reload_tab[0]); i++) {
+		size_t n = strlen(conf_reload_tab[i].prefix);
+
+		if ((conf_reload_tab[i].procs & proc) != 0 &&
+		    strncmp(path, conf_reload_tab[i].prefix, n) == 0 &&
+		    (path[n] == '\0' || path[n] == '.' || path[n] == '['))
+			return 1;
 	}
 	return 0;
 }

@@ -9,11 +9,11 @@
 #include "cfg.h"
 
 /* Program masks for cfg_load(). */
-#define PROC_INGEST    0x01
-#define PROC_PROCESSOR 0x02
-#define PROC_RETRIER   0x04
-#define PROC_TOOL      0x08
-#define PROC_SIM       0x10
+#define PROC_INGEST     0x01
+#define PROC_PROCESSOR  0x02
+#define PROC_RETRIER    0x04
+#define PROC_TOOL       0x08
+#define PROC_SIM        0x10
 #define PROC_RECONCILER 0x20
 
 struct conf_db {
@@ -107,6 +107,7 @@ struct conf_merchant {
 		struct cfg_strs sub_mchids; /* partner mode: sub-merchants besides mchid */
 		struct cfg_strs appids;     /* empty = app ids are not checked */
 		char *apiv3_key_file;
+		char *apiv3_previous_key_file; /* "" = no rotation in progress */
 		struct conf_wx_key *keys;
 		int nkeys;
 		char *merchant_key_file; /* "" = the reconciler makes no WeChat Pay calls */
@@ -125,7 +126,7 @@ struct conf_merchant {
 		char *order_metadata_key;
 		struct cfg_strs connect_accounts; /* Connect accounts whose events are applied */
 		int test_mode;                    /* apply livemode:false events */
-		char *api_key_file; /* "" = the reconciler makes no Stripe calls */
+		char *api_key_file;               /* "" = the reconciler makes no Stripe calls */
 		char *api_base_url;
 	} stripe;
 };
@@ -158,6 +159,11 @@ int conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_erro
  */
 int conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen);
 void conf_free(struct conf *c);
+/*
+ * Whether the setting at path ("merchants[0].stripe.secret_files", as cfg_diff names it) is
+ * taken by program proc on a reload (SIGHUP); a changed setting that is not needs a restart.
+ */
+int conf_reloadable(const char *path, unsigned proc);
 const struct conf_merchant *conf_merchant(const struct conf *c, const char *id);
 
 /* Topic name for a suffix under the configured prefix ("callbacks" -> "paycb.callbacks"). */

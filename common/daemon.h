@@ -5,6 +5,15 @@
  * configuration file, sets up logging and signals, then calls the program's init, runs its
  * loop until a stop is asked for, and calls its drain. Signal handlers only set a flag.
  *
+ * SIGHUP reloads: between two loop calls the skeleton reads the file again and validates it
+ * whole, exactly as at start (every setting, every secret file's mode), then hands it to the
+ * program's reload, which loads its keys into a new set and swaps it in only when all of them
+ * loaded. Anything wrong keeps the running set: one log line names the file, the line or the
+ * key file and why. The settings a program cannot change while it runs (conf_reloadable says
+ * which it can) are named in the line as needs_restart and keep their running values.
+ * Metrics: paycb_config_reload_total{result="ok|failed"},
+ * paycb_config_last_reload_successful and paycb_config_last_reload_success_timestamp_seconds.
+ *
  * Exit codes: one mapping for every program, so that one mistake stops every unit the same
  * way (the systemd units say RestartPreventExitStatus=64 78: they are restarted after 69 and
  * 70 and stay stopped after 64 and 78, where a restart cannot help):
@@ -41,9 +50,18 @@ struct daemon_ops {
 	int (*loop)(void *state);
 	/* Stops accepting, finishes in-flight work, flushes; returns the exit code. */
 	int (*drain)(void *state);
+	/*
+	 * Optional (NULL: a reload changes the log level only). On the loop's thread, between
+	 * two loop calls: takes what conf_reloadable allows from nc, a configuration already
+	 * validated whole. Returns 0 once the new set is swapped in, and then owns nc (the
+	 * program frees it with conf_free and free when nothing uses it any more); or -1 with
+	 * err naming the file and the problem, the running set untouched and nc the skeleton's.
+	 */
+	int (*reload)(void *state, struct conf *nc, char *err, size_t errlen);
 };
 
 extern volatile sig_atomic_t daemon_stop_requested;
+extern volatile sig_atomic_t daemon_reload_requested;
 
 int daemon_main(int argc, char **argv, const struct daemon_ops *ops);
 /* db_open's verdict at start-up as an exit code: 0 to go on (a database that is down is an

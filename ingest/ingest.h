@@ -25,6 +25,17 @@ struct ingest_merchant {
 	struct stripe_merchant stripe;
 };
 
+/*
+ * One generation of every merchant's keys (ingest_merchants.c): immutable once built, held by
+ * each request that started with it, freed by the last one after a reload replaced it.
+ */
+struct ingest_keyset {
+	atomic_int refs;
+	struct conf *owned; /* the reloaded file its merchants point into; NULL at start-up */
+	struct ingest_merchant *merchants;
+	int nmerchants;
+};
+
 struct ingest_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -92,8 +103,8 @@ struct ingest_metrics {
 
 struct ingest {
 	const struct conf *cf;
-	struct ingest_merchant *merchants;
-	int nmerchants;
+	pthread_mutex_t keys_mu; /* guards the pointer; the set itself never changes */
+	struct ingest_keyset *keys;
 	struct ingest_pool pool;
 	struct ingest_flight flight;
 	struct ingest_work work;
@@ -140,9 +151,18 @@ enum verr ingest_precheck(const struct ingest_req *req, char *reason, size_t rle
 void ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve,
                    const char *reason, int pre, struct ingest_resp *resp);
 
-int ingest_merchants_load(struct ingest *in, char *err, size_t errlen);
-void ingest_merchants_free(struct ingest *in);
-const struct ingest_merchant *ingest_merchant_find(const struct ingest *in, const char *id,
+/*
+ * Loads every merchant of cf (whose merchants the set points into, so cf must outlive it) into
+ * a new set holding one reference; NULL with err naming the merchant, the file and the problem.
+ */
+struct ingest_keyset *ingest_keyset_build(const struct conf *cf, char *err, size_t errlen);
+/* A reference to the set serving now, for one request; give it back with ingest_keyset_put. */
+struct ingest_keyset *ingest_keyset_get(struct ingest *in);
+void ingest_keyset_put(struct ingest_keyset *ks);
+/* Makes ks (its reference passes to in) the set new requests get; the old one is freed by
+ * the last request still holding it. */
+void ingest_keyset_swap(struct ingest *in, struct ingest_keyset *ks);
+const struct ingest_merchant *ingest_merchant_find(const struct ingest_keyset *ks, const char *id,
                                                    enum channel ch);
 
 /* Opens size connections; 0, or the exit code (daemon.h) with err saying why. */

@@ -51,6 +51,7 @@ struct req_ctx {
 	struct ingest_job job; /* first: a queued job is its request */
 	struct MHD_Connection *conn;
 	enum channel ch;
+	struct ingest_keyset *ks; /* the keys this request started with (a reference) */
 	const struct ingest_merchant *im;
 	uint8_t *buf;
 	size_t len, cap;
@@ -154,8 +155,10 @@ http_unread(struct ingest *in, struct req_ctx *x)
 
 static enum MHD_Result
 http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const char *method,
-	   void **con_cls)
+           void **con_cls)
 {
+	const struct ingest_merchant *im;
+	struct ingest_keyset *ks;
 	char merchant[80];
 	const char *cl;
 	struct req_ctx *x;
@@ -169,34 +172,53 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 		metrics_inc(in->m.http_errors[1], 1);
 		return http_fail(c, ch, 405, "method not allowed");
 	}
-	const struct ingest_merchant *im = ingest_merchant_find(in, merchant, ch);
-	if (im == NULL) {
+	ks = ingest_keyset_get(in);
+	if ((im = ingest_merchant_find(ks, merchant, ch)) == NULL) {
+		ingest_keyset_put(ks);
 		metrics_inc(in->m.http_errors[0], 1);
 		return http_fail(c, ch, 404, "unknown merchant");
 	}
 	cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > (unsigned long long)in->cf->ingest.max_body_bytes) {
+		ingest_keyset_put(ks);
 		metrics_inc(in->m.http_errors[2], 1);
 		log_warn(NULL, "event=body_too_large channel=%s merchant=%s declared=%s",
-			 channel_name(ch), merchant, cl);
+		         channel_name(ch), merchant, cl);
 		return http_fail(c, ch, 413, "body too large");
 	}
 	if (atomic_fetch_add(&in->reading, 1) >= in->cf->ingest.max_readers) {
 		atomic_fetch_sub(&in->reading, 1);
+		ingest_keyset_put(ks);
 		metrics_inc(in->m.requests[ch][OUT_BUSY], 1);
 		return http_fail(c, ch, 503, "busy");
 	}
 	metrics_set(in->m.reading, atomic_load(&in->reading));
 	if ((x = calloc(1, sizeof(*x))) == NULL) {
 		atomic_fetch_sub(&in->reading, 1);
+		ingest_keyset_put(ks);
 		return MHD_NO;
 	}
 	x->ch = ch;
+	x->ks = ks;
 	x->im = im;
 	x->reading = 1;
 	x->started_us = clock_mono_us();
 	*con_cls = x;
 	return MHD_YES;
+}
+
+/* http_req - the request as the flow sees it (without a flight). */
+static void
+http_req(const struct req_ctx *x, struct ingest_req *req)
+{
+	memset(req, 0, sizeof(*req));
+	req->ch = x->ch;
+	req->im = x->im;
+	req->hdrs = x->hs.h;
+	req->nhdrs = x->hs.n;
+	req->body = x->buf ? x->buf : (const uint8_t *)"";
+	req->len = x->len;
+	req->sha = x->sha;
 }
 
 /* http_run - on a worker: the flow for one queued request, then the connection resumes. */
@@ -216,15 +238,9 @@ http_run(struct ingest *in, struct ingest_job *j)
 		ingest_answer(x->ch, 0, 503, "busy", &x->resp);
 		metrics_inc(in->m.requests[x->ch][OUT_BUSY], 1);
 		log_warn(NULL, "event=queue_timeout channel=%s merchant=%s queued_ms=%lld",
-			 channel_name(x->ch), x->im->cm->id, waited_ms);
+		         channel_name(x->ch), x->im->cm->id, waited_ms);
 	} else {
-		req.ch = x->ch;
-		req.im = x->im;
-		req.hdrs = x->hs.h;
-		req.nhdrs = x->hs.n;
-		req.body = x->buf ? x->buf : (const uint8_t *)"";
-		req.len = x->len;
-		req.sha = x->sha;
+		http_req(x, &req);
 		req.flight = x->fe;
 		ingest_handle(in, &req, &x->resp);
 	}
@@ -282,7 +298,7 @@ http_flight_key(const struct req_ctx *x, char *key, size_t cap)
 		/* Lower-cased names: header names are case-insensitive, values are not. */
 		for (size_t c = 0; c < nl; c++)
 			key[n++] = (char)((h->name[c] >= 'A' && h->name[c] <= 'Z') ? h->name[c] + 32
-										   : h->name[c]);
+			                                                           : h->name[c]);
 		key[n++] = '\0';
 		memcpy(key + n, h->value, vl);
 		n += vl;
@@ -291,85 +307,71 @@ http_flight_key(const struct req_ctx *x, char *key, size_t cap)
 	return n;
 }
 
+/* http_upload - one piece of a body: kept, or the connection closed past a limit. */
 static enum MHD_Result
-http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-	    const char *version, const char *upload, size_t *upload_len, void **con_cls)
+http_upload(struct ingest *in, struct req_ctx *x, const char *upload, size_t n)
 {
-	struct ingest *in = cls;
-	struct req_ctx *x = *con_cls;
-
-	(void)version;
-	if (x == NULL)
-		return http_first(in, c, url, method, con_cls);
-	if (*upload_len) {
-		size_t n = *upload_len;
-		*upload_len = 0;
-		if (clock_mono_us() - x->started_us >
-		    in->cf->ingest.request_timeout_s * 1000000LL) {
-			/* The idle timeout never fires on a client that keeps sending a byte now
-			 * and then: the whole request has a deadline, and past it the connection
-			 * is closed (libmicrohttpd cannot answer in the middle of an upload). */
-			metrics_inc(in->m.http_errors[4], 1);
-			log_warn(NULL, "event=request_deadline channel=%s merchant=%s received=%zu",
-			         channel_name(x->ch), x->im->cm->id, x->len + n);
+	if (clock_mono_us() - x->started_us > in->cf->ingest.request_timeout_s * 1000000LL) {
+		/* The idle timeout never fires on a client that keeps sending a byte now and
+		 * then: the whole request has a deadline, and past it the connection is closed
+		 * (libmicrohttpd cannot answer in the middle of an upload). */
+		metrics_inc(in->m.http_errors[4], 1);
+		log_warn(NULL, "event=request_deadline channel=%s merchant=%s received=%zu",
+		         channel_name(x->ch), x->im->cm->id, x->len + n);
+		return MHD_NO;
+	}
+	if (x->len + n > (size_t)in->cf->ingest.max_body_bytes) {
+		/* A chunked body grew past the limit: the connection is closed rather than
+		 * drained, since a sender that never stops would hold it for ever. */
+		metrics_inc(in->m.http_errors[2], 1);
+		log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
+		         channel_name(x->ch), x->im->cm->id);
+		return MHD_NO;
+	}
+	if (x->len + n > x->cap) {
+		size_t cap = x->cap ? x->cap * 2 : 4096;
+		while (cap < x->len + n)
+			cap *= 2;
+		uint8_t *nb = realloc(x->buf, cap);
+		if (nb == NULL)
 			return MHD_NO;
-		}
-		if (x->len + n > (size_t)in->cf->ingest.max_body_bytes) {
-			/* A chunked body grew past the limit: the connection is closed rather than
-			 * drained, since a sender that never stops would hold it for ever. */
-			metrics_inc(in->m.http_errors[2], 1);
-			log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
-			         channel_name(x->ch), x->im->cm->id);
-			return MHD_NO;
-		}
-		if (x->len + n > x->cap) {
-			size_t cap = x->cap ? x->cap * 2 : 4096;
-			while (cap < x->len + n)
-				cap *= 2;
-			uint8_t *nb = realloc(x->buf, cap);
-			if (nb == NULL)
-				return MHD_NO;
-			x->buf = nb;
-			x->cap = cap;
-		}
-		memcpy(x->buf + x->len, upload, n);
-		x->len += n;
-		return MHD_YES;
+		x->buf = nb;
+		x->cap = cap;
 	}
-	if (x->state == RQ_DONE) {
-		/* Resumed by the worker: the answer is ready. */
-		x->state = RQ_SENT;
-		return http_send(c, x->resp.status, x->resp.type, x->resp.body);
-	}
-	if (x->state != RQ_READING)
-		return MHD_YES;
-	x->state = RQ_SENT;
-	http_unread(in, x);
-	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &x->hs);
-	if (x->hs.overflow)
-		return http_fail(c, x->ch, 400, "too many headers");
-	sig_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
-	{
-		/* The cheap checks, here on the loop: junk is answered without taking a slot. */
-		struct ingest_req req;
-		char reason[256];
-		enum verr ve;
+	memcpy(x->buf + x->len, upload, n);
+	x->len += n;
+	return MHD_YES;
+}
 
-		memset(&req, 0, sizeof(req));
-		req.ch = x->ch;
-		req.im = x->im;
-		req.hdrs = x->hs.h;
-		req.nhdrs = x->hs.n;
-		req.body = x->buf ? x->buf : (const uint8_t *)"";
-		req.len = x->len;
-		req.sha = x->sha;
-		if ((ve = ingest_precheck(&req, reason, sizeof(reason))) != VERR_OK) {
-			memset(&x->resp, 0, sizeof(x->resp));
-			ingest_reject(in, &req, ve, reason, 1, &x->resp);
-			metrics_inc(in->m.requests[x->ch][OUT_REJECTED], 1);
-			return http_send(c, x->resp.status, x->resp.type, x->resp.body);
-		}
-	}
+/*
+ * http_precheck - the cheap checks, here on the loop: junk is answered without taking a slot.
+ * MHD_YES to go on to a slot, else the answer already queued (*answered set).
+ */
+static enum MHD_Result
+http_precheck(struct ingest *in, struct MHD_Connection *c, struct req_ctx *x, int *answered)
+{
+	struct ingest_req req;
+	char reason[256];
+	enum verr ve;
+
+	http_req(x, &req);
+	*answered = 0;
+	if ((ve = ingest_precheck(&req, reason, sizeof(reason))) == VERR_OK)
+		return MHD_YES;
+	*answered = 1;
+	memset(&x->resp, 0, sizeof(x->resp));
+	ingest_reject(in, &req, ve, reason, 1, &x->resp);
+	metrics_inc(in->m.requests[x->ch][OUT_REJECTED], 1);
+	return http_send(c, x->resp.status, x->resp.type, x->resp.body);
+}
+
+/* http_admit - a complete request past the cheap checks: a slot, then a worker or a flight. */
+static enum MHD_Result
+http_admit(struct ingest *in, struct MHD_Connection *c, struct req_ctx *x)
+{
+	char key[INGEST_FLIGHT_KEY_MAX];
+	size_t klen;
+
 	if (atomic_fetch_add(&in->inflight, 1) >= in->cf->ingest.max_inflight) {
 		atomic_fetch_sub(&in->inflight, 1);
 		metrics_inc(in->m.requests[x->ch][OUT_BUSY], 1);
@@ -386,19 +388,50 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	x->job.run = http_run;
 	x->job.settle = http_settle;
 	MHD_suspend_connection(c);
-	{
-		char key[INGEST_FLIGHT_KEY_MAX];
-		size_t klen = http_flight_key(x, key, sizeof(key));
-
-		if (klen == 0 || ingest_flight_join(in, key, klen, &x->job, &x->fe))
-			ingest_work_push(in, &x->job);
-	}
+	klen = http_flight_key(x, key, sizeof(key));
+	if (klen == 0 || ingest_flight_join(in, key, klen, &x->job, &x->fe))
+		ingest_work_push(in, &x->job);
 	return MHD_YES;
+}
+
+static enum MHD_Result
+http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+            const char *version, const char *upload, size_t *upload_len, void **con_cls)
+{
+	struct ingest *in = cls;
+	struct req_ctx *x = *con_cls;
+	enum MHD_Result r;
+	int answered;
+
+	(void)version;
+	if (x == NULL)
+		return http_first(in, c, url, method, con_cls);
+	if (*upload_len) {
+		size_t n = *upload_len;
+
+		*upload_len = 0;
+		return http_upload(in, x, upload, n);
+	}
+	if (x->state == RQ_DONE) {
+		/* Resumed by the worker: the answer is ready. */
+		x->state = RQ_SENT;
+		return http_send(c, x->resp.status, x->resp.type, x->resp.body);
+	}
+	if (x->state != RQ_READING)
+		return MHD_YES;
+	x->state = RQ_SENT;
+	http_unread(in, x);
+	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &x->hs);
+	if (x->hs.overflow)
+		return http_fail(c, x->ch, 400, "too many headers");
+	sig_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
+	r = http_precheck(in, c, x, &answered);
+	return answered ? r : http_admit(in, c, x);
 }
 
 static void
 http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-	       enum MHD_RequestTerminationCode toe)
+               enum MHD_RequestTerminationCode toe)
 {
 	struct ingest *in = cls;
 	struct req_ctx *x = *con_cls;
@@ -412,6 +445,7 @@ http_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		atomic_fetch_sub(&in->inflight, 1);
 		metrics_set(in->m.inflight, atomic_load(&in->inflight));
 	}
+	ingest_keyset_put(x->ks);
 	free(x->buf);
 	free(x);
 	*con_cls = NULL;
@@ -428,7 +462,7 @@ ingest_http_start(struct ingest *in, char *err, size_t errlen)
 	sin.sin_port = htons((unsigned short)ci->listen_port);
 	if (inet_pton(AF_INET, ci->listen_addr, &sin.sin_addr) != 1) {
 		snprintf(err, errlen, "ingest.listen_addr '%s' is not an IPv4 address",
-			 ci->listen_addr);
+		         ci->listen_addr);
 		return -1;
 	}
 	/* Connections beyond max_inflight are still accepted so that they get a 503, up to a

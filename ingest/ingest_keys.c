@@ -47,8 +47,7 @@ keys_pub_key_id(const char *id)
 }
 
 int
-keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
-	    size_t errlen)
+keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err, size_t errlen)
 {
 	char serial[SIG_SERIAL_MAX];
 	EVP_PKEY *pkey = NULL;
@@ -57,7 +56,7 @@ keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *e
 
 	if (m->nkeys >= (int)(sizeof(m->keys) / sizeof(m->keys[0]))) {
 		snprintf(err, errlen, "%s: more than %zu WeChat Pay keys", path,
-			 sizeof(m->keys) / sizeof(m->keys[0]));
+		         sizeof(m->keys) / sizeof(m->keys[0]));
 		return -1;
 	}
 	if (sig_load_pubkey_file_serial(path, &pkey, serial, sizeof(serial), err, errlen) != 0)
@@ -66,14 +65,15 @@ keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *e
 		/* A certificate names itself; a configured id is only a cross-check. */
 		if (key_id != NULL && key_id[0] != '\0' && !sig_serial_equal(key_id, serial)) {
 			snprintf(err, errlen, "%s: certificate serial %s is not the configured %s",
-				 path, serial, key_id);
+			         path, serial, key_id);
 			goto done;
 		}
 		id = serial;
 	} else {
-		if (key_id == NULL || !keys_pub_key_id(key_id) || strlen(key_id) >= sizeof(serial)) {
+		if (key_id == NULL || !keys_pub_key_id(key_id) ||
+		    strlen(key_id) >= sizeof(serial)) {
 			snprintf(err, errlen, "%s: a public key needs its id, PUB_KEY_ID_<digits>",
-				 path);
+			         path);
 			goto done;
 		}
 		id = key_id;
@@ -93,8 +93,9 @@ done:
 	return rc;
 }
 
-int
-keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen)
+/* keys_apiv3_read - a 32-byte APIv3 key file into key (the caller's 32 bytes). */
+static int
+keys_apiv3_read(const char *path, uint8_t key[32], size_t *keylen, char *err, size_t errlen)
 {
 	uint8_t *buf;
 	size_t len, n;
@@ -103,14 +104,36 @@ keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t er
 		return -1;
 	n = keys_trim_newline(buf, len);
 	/* AEAD_AES_256_GCM needs exactly 32 key bytes; a shorter key is a config mistake. */
-	if (n != sizeof(m->apiv3_key)) {
+	if (n != 32) {
 		snprintf(err, errlen, "%s: APIv3 key must be exactly 32 bytes, found %zu", path, n);
 		OPENSSL_clear_free(buf, len);
 		return -1;
 	}
-	memcpy(m->apiv3_key, buf, n);
-	m->apiv3_key_len = n;
+	memcpy(key, buf, n);
+	*keylen = n;
 	OPENSSL_clear_free(buf, len);
+	return 0;
+}
+
+int
+keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen)
+{
+	return keys_apiv3_read(path, m->apiv3_key, &m->apiv3_key_len, err, errlen);
+}
+
+int
+keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_t errlen)
+{
+	if (keys_apiv3_read(path, m->apiv3_prev, &m->apiv3_prev_len, err, errlen) != 0)
+		return -1;
+	/* The same key twice is a rotation not begun: harmless, but almost surely a typo. */
+	if (m->apiv3_key_len == m->apiv3_prev_len &&
+	    CRYPTO_memcmp(m->apiv3_key, m->apiv3_prev, m->apiv3_prev_len) == 0) {
+		snprintf(err, errlen, "%s: the previous APIv3 key is the current one", path);
+		OPENSSL_cleanse(m->apiv3_prev, sizeof(m->apiv3_prev));
+		m->apiv3_prev_len = 0;
+		return -1;
+	}
 	return 0;
 }
 
@@ -121,7 +144,7 @@ keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen)
 
 	if (m->nkeys >= (int)(sizeof(m->keys) / sizeof(m->keys[0]))) {
 		snprintf(err, errlen, "%s: more than %zu Alipay public keys", path,
-			 sizeof(m->keys) / sizeof(m->keys[0]));
+		         sizeof(m->keys) / sizeof(m->keys[0]));
 		return -1;
 	}
 	if (sig_load_pubkey_file(path, &pkey, err, errlen) != 0)
@@ -139,7 +162,7 @@ keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t e
 
 	if (m->nsecrets >= (int)(sizeof(m->secrets) / sizeof(m->secrets[0]))) {
 		snprintf(err, errlen, "%s: more than %zu Stripe secrets", path,
-			 sizeof(m->secrets) / sizeof(m->secrets[0]));
+		         sizeof(m->secrets) / sizeof(m->secrets[0]));
 		return -1;
 	}
 	if (sig_read_secret_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
@@ -151,8 +174,10 @@ keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t e
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (buf[i] <= ' ' || buf[i] == 0x7f) {
-			snprintf(err, errlen, "%s: Stripe secret contains whitespace or control "
-					      "characters", path);
+			snprintf(err, errlen,
+			         "%s: Stripe secret contains whitespace or control "
+			         "characters",
+			         path);
 			goto done;
 		}
 	}

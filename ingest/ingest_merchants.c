@@ -1,12 +1,19 @@
 /*
- * ingest_merchants - loads every merchant's channel keys once at start-up, from the files the
- * configuration names, so a missing or malformed key stops the daemon before it serves.
+ * ingest_merchants - every merchant's channel keys, loaded from the files the configuration
+ * names into one immutable key set: at start-up, where a missing or malformed key stops the
+ * daemon before it serves, and on every reload (SIGHUP), where it keeps the running set.
+ *
+ * A request takes a reference to the set serving when its headers arrive and gives it back
+ * when its connection completes, so it finishes with the keys it started with; a reload swaps
+ * the pointer under a mutex, and the last request holding the old set frees it (its keys
+ * wiped, and the configuration it was read from).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ingest.h"
+#include "log.h"
 
 const char *
 channel_name(enum channel ch)
@@ -40,7 +47,7 @@ ingest_list_copy(char *dst, size_t cap, int *n, const struct cfg_strs *src)
 }
 
 static int
-ingest_merchant_load(struct ingest *in, struct ingest_merchant *im, char *err, size_t errlen)
+ingest_merchant_load(const struct conf *cf, struct ingest_merchant *im, char *err, size_t errlen)
 {
 	const struct conf_merchant *cm = im->cm;
 	char e[512];
@@ -52,8 +59,13 @@ ingest_merchant_load(struct ingest *in, struct ingest_merchant *im, char *err, s
 		                 &im->wx.nsub_mchids, &cm->wxpay.sub_mchids);
 		ingest_list_copy(im->wx.appids[0], sizeof(im->wx.appids[0]), &im->wx.nappids,
 		                 &cm->wxpay.appids);
-		im->wx.tolerance_s = (int)in->cf->ingest.timestamp_tolerance_s;
+		im->wx.tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
 		if (keys_wx_apiv3_load(&im->wx, cm->wxpay.apiv3_key_file, e, sizeof(e)) != 0)
+			goto fail;
+		if (cm->wxpay.apiv3_previous_key_file != NULL &&
+		    cm->wxpay.apiv3_previous_key_file[0] != '\0' &&
+		    keys_wx_apiv3_previous(&im->wx, cm->wxpay.apiv3_previous_key_file, e,
+		                           sizeof(e)) != 0)
 			goto fail;
 		for (int k = 0; k < cm->wxpay.nkeys; k++) {
 			const char *id = cm->wxpay.keys[k].serial;
@@ -71,7 +83,7 @@ ingest_merchant_load(struct ingest *in, struct ingest_merchant *im, char *err, s
 				goto fail;
 	}
 	if (cm->has_stripe) {
-		im->stripe.tolerance_s = (int)in->cf->ingest.timestamp_tolerance_s;
+		im->stripe.tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
 		snprintf(im->stripe.order_key, sizeof(im->stripe.order_key), "%s",
 		         cm->stripe.order_metadata_key);
 		ingest_list_copy(im->stripe.accounts[0], sizeof(im->stripe.accounts[0]),
@@ -88,45 +100,103 @@ fail:
 	return -1;
 }
 
-int
-ingest_merchants_load(struct ingest *in, char *err, size_t errlen)
+/* ingest_keyset_log - one line per merchant: what the set serving from now on holds. */
+static void
+ingest_keyset_log(const struct ingest_keyset *ks)
 {
-	in->nmerchants = in->cf->nmerchants;
-	if ((in->merchants = calloc((size_t)(in->nmerchants ? in->nmerchants : 1),
-	                            sizeof(*in->merchants))) == NULL) {
+	for (int i = 0; i < ks->nmerchants; i++) {
+		const struct ingest_merchant *im = &ks->merchants[i];
+
+		log_info(NULL,
+		         "event=keys_loaded merchant=%s wxpay_keys=%d apiv3_keys=%d alipay_keys=%d "
+		         "stripe_secrets=%d",
+		         im->cm->id, im->wx.nkeys,
+		         (im->wx.apiv3_key_len != 0) + (im->wx.apiv3_prev_len != 0), im->ali.nkeys,
+		         im->stripe.nsecrets);
+	}
+}
+
+static void
+ingest_keyset_free(struct ingest_keyset *ks)
+{
+	for (int i = 0; i < ks->nmerchants && ks->merchants; i++) {
+		keys_wx_free(&ks->merchants[i].wx);
+		keys_ali_free(&ks->merchants[i].ali);
+		keys_stripe_free(&ks->merchants[i].stripe);
+	}
+	free(ks->merchants);
+	if (ks->owned != NULL) {
+		conf_free(ks->owned);
+		free(ks->owned);
+	}
+	free(ks);
+}
+
+struct ingest_keyset *
+ingest_keyset_build(const struct conf *cf, char *err, size_t errlen)
+{
+	struct ingest_keyset *ks = calloc(1, sizeof(*ks));
+
+	if (ks == NULL || (ks->merchants = calloc((size_t)(cf->nmerchants ? cf->nmerchants : 1),
+	                                          sizeof(*ks->merchants))) == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		free(ks);
+		return NULL;
 	}
-	for (int i = 0; i < in->nmerchants; i++) {
-		in->merchants[i].cm = &in->cf->merchants[i];
-		if (ingest_merchant_load(in, &in->merchants[i], err, errlen) != 0)
-			return -1;
+	atomic_init(&ks->refs, 1);
+	ks->nmerchants = cf->nmerchants;
+	for (int i = 0; i < ks->nmerchants; i++) {
+		ks->merchants[i].cm = &cf->merchants[i];
+		if (ingest_merchant_load(cf, &ks->merchants[i], err, errlen) != 0) {
+			ingest_keyset_free(ks);
+			return NULL;
+		}
 	}
-	return 0;
+	ingest_keyset_log(ks);
+	return ks;
+}
+
+struct ingest_keyset *
+ingest_keyset_get(struct ingest *in)
+{
+	struct ingest_keyset *ks;
+
+	pthread_mutex_lock(&in->keys_mu);
+	ks = in->keys;
+	atomic_fetch_add(&ks->refs, 1);
+	pthread_mutex_unlock(&in->keys_mu);
+	return ks;
 }
 
 void
-ingest_merchants_free(struct ingest *in)
+ingest_keyset_put(struct ingest_keyset *ks)
 {
-	for (int i = 0; i < in->nmerchants && in->merchants; i++) {
-		keys_wx_free(&in->merchants[i].wx);
-		keys_ali_free(&in->merchants[i].ali);
-		keys_stripe_free(&in->merchants[i].stripe);
-	}
-	free(in->merchants);
-	in->merchants = NULL;
+	if (ks != NULL && atomic_fetch_sub(&ks->refs, 1) == 1)
+		ingest_keyset_free(ks);
+}
+
+void
+ingest_keyset_swap(struct ingest *in, struct ingest_keyset *ks)
+{
+	struct ingest_keyset *old;
+
+	pthread_mutex_lock(&in->keys_mu);
+	old = in->keys;
+	in->keys = ks;
+	pthread_mutex_unlock(&in->keys_mu);
+	ingest_keyset_put(old);
 }
 
 const struct ingest_merchant *
-ingest_merchant_find(const struct ingest *in, const char *id, enum channel ch)
+ingest_merchant_find(const struct ingest_keyset *ks, const char *id, enum channel ch)
 {
-	for (int i = 0; i < in->nmerchants; i++) {
-		const struct conf_merchant *cm = in->merchants[i].cm;
+	for (int i = 0; i < ks->nmerchants; i++) {
+		const struct conf_merchant *cm = ks->merchants[i].cm;
 		if (strcmp(cm->id, id) != 0)
 			continue;
 		if ((ch == CH_WXPAY && cm->has_wxpay) || (ch == CH_ALIPAY && cm->has_alipay) ||
 		    (ch == CH_STRIPE && cm->has_stripe))
-			return &in->merchants[i];
+			return &ks->merchants[i];
 		return NULL;
 	}
 	return NULL;

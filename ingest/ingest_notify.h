@@ -104,7 +104,9 @@ struct wx_merchant {
 	char appids[NOTIFY_LIST_MAX][40]; /* allowed app ids; none = not checked */
 	int nappids;
 	uint8_t apiv3_key[32];
-	size_t apiv3_key_len; /* 32; 16 (AES-128) only for the official Go test vector */
+	size_t apiv3_key_len;   /* 32; 16 (AES-128) only for the official Go test vector */
+	uint8_t apiv3_prev[32]; /* during a rotation: the key being replaced, tried second */
+	size_t apiv3_prev_len;  /* 0 = none */
 	struct wx_key keys[8];
 	int nkeys;
 	int tolerance_s; /* 300; <= 0 means 300 */
@@ -192,12 +194,14 @@ int stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, s
  * keys_wx_add: a platform certificate PEM (serial taken from the certificate; key_id, if not
  * NULL, must name the same serial) or a WeChat Pay public-key PEM, whose key_id must be its
  * "PUB_KEY_ID_<digits>". keys_wx_apiv3_load: exactly 32 bytes after trimming one trailing
- * newline. keys_ali_add: an Alipay public key (PEM, bare base64 or certificate).
- * keys_stripe_add: an endpoint secret, one trailing newline trimmed.
+ * newline; keys_wx_apiv3_previous: the same for the key a rotation replaces. keys_ali_add: an
+ * Alipay public key (PEM, bare base64 or certificate). keys_stripe_add: an endpoint secret, one
+ * trailing newline trimmed.
  */
 int keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
                 size_t errlen);
 int keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen);
+int keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_t errlen);
 int keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
 int keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
 /* Free every key and wipe every secret; the struct is zeroed and may be reused. */

@@ -130,6 +130,26 @@ wx_find_key(const struct wx_merchant *m, const char *serial, size_t len)
 	return NULL;
 }
 
+/*
+ * wx_gcm_open - opens raw (ciphertext and tag) into out with the APIv3 key, and during a
+ * rotation with the previous key too: the tag authenticates, so a wrong key is only a failed
+ * open, never a wrong plaintext. 1 when one of them opened it.
+ */
+static int
+wx_gcm_open(const struct wx_merchant *m, const uint8_t *nonce, size_t noncelen, const uint8_t *aad,
+            size_t aadlen, const uint8_t *raw, size_t rawlen, uint8_t *out, size_t *outlen)
+{
+	size_t cap = *outlen;
+
+	if (sig_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, nonce, noncelen, aad, aadlen, raw,
+	                        rawlen, out, outlen) == 0)
+		return 1;
+	*outlen = cap;
+	return m->apiv3_prev_len != 0 &&
+	       sig_aes_gcm_decrypt(m->apiv3_prev, m->apiv3_prev_len, nonce, noncelen, aad, aadlen,
+	                           raw, rawlen, out, outlen) == 0;
+}
+
 /* wx_open - decrypts envelope.resource into a new NUL-terminated buffer. */
 static enum verr
 wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t *plen, char *reason,
@@ -141,6 +161,7 @@ wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t 
 	size_t ctlen, noncelen, aadlen, rawlen = 0, outlen = 0;
 	uint8_t *raw = NULL, *out = NULL;
 	enum verr e;
+	int ok;
 
 	*plain = NULL;
 	if (!json_is_object(res)) {
@@ -190,8 +211,9 @@ wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t 
 		snprintf(reason, rlen, "out of memory");
 		goto done;
 	}
-	if (sig_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, (const uint8_t *)nonce, noncelen,
-	                        (const uint8_t *)aad, aadlen, raw, rawlen, out, &outlen) != 0) {
+	ok = wx_gcm_open(m, (const uint8_t *)nonce, noncelen, (const uint8_t *)aad, aadlen, raw,
+	                 rawlen, out, &outlen);
+	if (!ok) {
 		snprintf(reason, rlen, WX_ALGORITHM " authentication failed");
 		goto done;
 	}

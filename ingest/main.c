@@ -4,7 +4,7 @@
  * It verifies each notification on its raw bytes, reserves it with one autocommit INSERT on
  * the unique key, publishes the row id to <prefix>.callbacks and only then answers the
  * channel. See docs/ingest.md. SIGTERM: stop accepting, finish in-flight requests, flush the
- * producer, exit 0.
+ * producer, exit 0. SIGHUP: the merchants' keys reloaded (docs/operations.md, Rotating keys).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,12 +62,13 @@ ingest_init(const struct conf *cf, void **state)
 	conf_topic(cf, "callbacks", in->topic, sizeof(in->topic));
 	ingest_metrics_init(&in->m);
 	ingest_flight_init(&in->flight);
-	if (ingest_merchants_load(in, err, sizeof(err)) != 0) {
+	pthread_mutex_init(&in->keys_mu, NULL);
+	if ((in->keys = ingest_keyset_build(cf, err, sizeof(err))) == NULL) {
 		log_error(NULL, "event=config_error error=\"%s\"", err);
 		return EXIT_CONFIG;
 	}
 	if ((rc = ingest_pool_init(&in->pool, &cf->db, (int)cf->ingest.db_connections, err,
-				   sizeof(err))) != 0) {
+	                           sizeof(err))) != 0) {
 		log_error(NULL, "event=db_error error=\"%s\"", err);
 		return rc;
 	}
@@ -88,8 +89,8 @@ ingest_init(const struct conf *cf, void **state)
 		return EXIT_UNAVAILABLE;
 	}
 	log_info(NULL, "event=listening addr=%s port=%lld admin_port=%lld merchants=%d",
-		 cf->ingest.listen_addr, cf->ingest.listen_port, cf->ingest.admin_port,
-		 in->nmerchants);
+	         cf->ingest.listen_addr, cf->ingest.listen_port, cf->ingest.admin_port,
+	         in->keys->nmerchants);
 	*state = in;
 	return 0;
 }
@@ -140,21 +141,37 @@ ingest_drain(void *state)
 	kq_producer_free(in->kp);
 	ingest_pool_free(&in->pool);
 	ingest_flight_free(&in->flight);
-	ingest_merchants_free(in);
+	ingest_keyset_put(in->keys);
+	in->keys = NULL;
 	metrics_free();
 	return rc;
+}
+
+/*
+ * ingest_reload - SIGHUP: every merchant's keys from the new file into a new set, swapped in
+ * only when all of them loaded. Requests in flight keep the set they started with.
+ */
+static int
+ingest_reload(void *state, struct conf *nc, char *err, size_t errlen)
+{
+	struct ingest *in = state;
+	struct ingest_keyset *ks = ingest_keyset_build(nc, err, errlen);
+
+	if (ks == NULL)
+		return -1;
+	ks->owned = nc;
+	ingest_keyset_swap(in, ks);
+	return 0;
 }
 
 int
 main(int argc, char **argv)
 {
 	static const struct daemon_ops ops = {
-	    "paycb-ingest",
-	    "Receives payment notifications, verifies, stores and publishes them.",
-	    PROC_INGEST,
-	    ingest_init,
-	    ingest_loop,
-	    ingest_drain,
+	    "paycb-ingest", "Receives payment notifications, verifies, stores and publishes them.",
+	    PROC_INGEST,    ingest_init,
+	    ingest_loop,    ingest_drain,
+	    ingest_reload,
 	};
 
 	return daemon_main(argc, argv, &ops);

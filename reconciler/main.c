@@ -14,6 +14,7 @@ static const struct daemon_ops reconciler_ops = {
     .init = recon_d_init,
     .loop = recon_d_loop,
     .drain = recon_d_drain,
+    .reload = recon_d_reload,
 };
 
 int

@@ -61,6 +61,7 @@ struct reconciler {
 	char topic_main[256];
 	struct recon_merchant *m;
 	int nm;
+	struct conf *keys_cf; /* the reloaded file m points into (SIGHUP); NULL = cf's */
 	long long next_cycle_ms;
 	atomic_int ready;
 	struct recon_counts last;
@@ -90,6 +91,7 @@ void recon_count_call(enum chan_id ch, enum recon_ep ep, const struct chan_resul
 int recon_d_init(const struct conf *cf, void **state);
 int recon_d_loop(void *state);
 int recon_d_drain(void *state);
+int recon_d_reload(void *state, struct conf *nc, char *err, size_t errlen);
 
 /* reconciler_clients.c */
 int recon_clients_open(struct reconciler *r, char *err, size_t errlen);

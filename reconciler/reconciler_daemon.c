@@ -41,6 +41,10 @@ recon_free(struct reconciler *r)
 		kq_producer_free(r->kp);
 	}
 	db_close(&r->db);
+	if (r->keys_cf != NULL) {
+		conf_free(r->keys_cf);
+		free(r->keys_cf);
+	}
 	free(r);
 }
 
@@ -161,5 +165,41 @@ recon_d_drain(void *state)
 {
 	recon_free(state);
 	metrics_free();
+	return 0;
+}
+
+/*
+ * recon_d_reload - SIGHUP, between two cycles on the one thread that uses the clients: every
+ * merchant's clients are built again from nc (its credentials and the client settings of the
+ * reconciler section), and swapped in only when all of them were.
+ */
+int
+recon_d_reload(void *state, struct conf *nc, char *err, size_t errlen)
+{
+	struct reconciler *r = state, fresh;
+
+	memset(&fresh, 0, sizeof(fresh));
+	fresh.cf = nc;
+	if (recon_clients_open(&fresh, err, errlen) != 0) {
+		recon_clients_close(&fresh);
+		return -1;
+	}
+	/* fresh takes the old clients and file, and frees them. */
+	fresh.keys_cf = r->keys_cf;
+	r->keys_cf = nc;
+	{
+		struct recon_merchant *m = r->m;
+		int nm = r->nm;
+
+		r->m = fresh.m;
+		r->nm = fresh.nm;
+		fresh.m = m;
+		fresh.nm = nm;
+	}
+	recon_clients_close(&fresh);
+	if (fresh.keys_cf != NULL) {
+		conf_free(fresh.keys_cf);
+		free(fresh.keys_cf);
+	}
 	return 0;
 }
