@@ -115,8 +115,10 @@ daemon_args(int argc, char **argv, const struct daemon_ops *ops, const char **fi
 
 /*
  * daemon_conf_read - loads and validates file whole, as at start and on every reload: the
- * settings table, the log level, and the mode of every secret file the program reads. 0, or
- * -1 with the errors in text (lines ending in '\n'); cf is to be freed either way.
+ * settings table, the log level, and the mode of every secret file the program reads. 0; 1
+ * when the table refused settings, or -1 when a setting's value or a file failed a later
+ * check, with the errors in text (lines ending in '\n', each naming the file and, for the
+ * table's, the line); cf is to be freed either way.
  */
 static int
 daemon_conf_read(const struct daemon_ops *ops, const char *file, struct conf *cf,
@@ -126,8 +128,8 @@ daemon_conf_read(const struct daemon_ops *ops, const char *file, struct conf *cf
 	char why[512];
 
 	if (conf_load(file, ops->proc, cf, &errs) != 0) {
-		snprintf(text, len, "configuration errors:\n%s", errs.text);
-		return -1;
+		snprintf(text, len, "%s", errs.text);
+		return 1;
 	}
 	if (log_level_parse(cf->log_level, lvl) != 0) {
 		snprintf(text, len, "%s: setting 'log_level': unknown level '%s'\n", file,
@@ -298,8 +300,9 @@ daemon_main(int argc, char **argv, const struct daemon_ops *ops)
 	if ((rc = daemon_args(argc, argv, ops, &file, &check)) != DAEMON_RUN)
 		return rc;
 	memset(&cf, 0, sizeof(cf));
-	if (daemon_conf_read(ops, file, &cf, &lvl, text, sizeof(text)) != 0) {
-		fprintf(stderr, "%s: %s", ops->name, text);
+	if ((rc = daemon_conf_read(ops, file, &cf, &lvl, text, sizeof(text))) != 0) {
+		fprintf(stderr, "%s: %s%s", ops->name, rc > 0 ? "configuration errors:\n" : "",
+		        text);
 		conf_free(&cf);
 		return EXIT_CONFIG;
 	}

@@ -329,96 +329,86 @@ ingest_unroutable(struct ingest *in, const struct ingest_req *req, const struct 
 	ingest_ok(req->ch, resp);
 }
 
-void
-ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp)
+/*
+ * ingest_check - verification, under the limit of requests verified at once, then what an
+ * authentic payment or refund needs to be stored: VERR_OK with n and amount set, or why not
+ * in reason. -1 when over the limit (resp answered busy).
+ */
+static int
+ingest_check(struct ingest *in, const struct ingest_req *req, struct notify *n, char *amount,
+             size_t alen, char *reason, size_t rlen, struct ingest_resp *resp, enum verr *ve)
 {
-	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
-	char reason[256], amount[32], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
-	const char *sha = req->sha;
-	struct ingest_flight_entry *fe = req->flight;
-	unsigned long long id = 0;
-	long long t0 = clock_mono_us();
-	struct notify n;
-	enum verr ve;
-	enum db_rc rc;
-	struct db *db = NULL;
 	int scale;
 
-	memset(resp, 0, sizeof(*resp));
 	if (atomic_fetch_add(&in->unverified, 1) >= in->cf->ingest.max_unverified) {
 		atomic_fetch_sub(&in->unverified, 1);
 		resp->outcome = OUT_BUSY;
 		ingest_answer(req->ch, 0, 503, "busy", resp);
-		goto out;
+		return -1;
 	}
 	metrics_set(in->m.unverified, atomic_load(&in->unverified));
 	reason[0] = '\0';
-	ve = ingest_verify(req, &n, reason, sizeof(reason));
+	*ve = ingest_verify(req, n, reason, rlen);
 	atomic_fetch_sub(&in->unverified, 1);
+	if (*ve != VERR_OK || (n->kind != NOTIFY_PAYMENT && n->kind != NOTIFY_REFUND))
+		return 0;
 	/* Authentic, but without an order number it cannot be applied to any order. */
-	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
-	    n.out_trade_no[0] == '\0')
-		notify_unroutable(&n, "no_order");
-	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
-	    ((n.kind == NOTIFY_PAYMENT && n.channel_trade_no[0] == '\0') ||
-	     (n.kind == NOTIFY_REFUND && n.refund_no[0] == '\0'))) {
-		ve = VERR_BODY;
-		snprintf(reason, sizeof(reason), "missing trade or refund number");
+	if (n->out_trade_no[0] == '\0') {
+		notify_unroutable(n, "no_order");
+		return 0;
 	}
-	if (ve == VERR_OK && (n.kind == NOTIFY_PAYMENT || n.kind == NOTIFY_REFUND) &&
-	    ((scale = money_currency_scale(n.currency)) < 0 ||
-	     money_format(n.amount_minor, scale, amount, sizeof(amount)) < 0)) {
-		ve = VERR_UNSUPPORTED;
-		snprintf(reason, sizeof(reason), "unsupported currency or amount");
+	if ((n->kind == NOTIFY_PAYMENT && n->channel_trade_no[0] == '\0') ||
+	    (n->kind == NOTIFY_REFUND && n->refund_no[0] == '\0')) {
+		*ve = VERR_BODY;
+		snprintf(reason, rlen, "missing trade or refund number");
+	} else if ((scale = money_currency_scale(n->currency)) < 0 ||
+	           money_format(n->amount_minor, scale, amount, alen) < 0) {
+		*ve = VERR_UNSUPPORTED;
+		snprintf(reason, rlen, "unsupported currency or amount");
 	}
-	if (ve != VERR_OK) {
-		ingest_reject(in, req, ve, reason, 0, resp);
-		goto out;
-	}
-	if (n.kind == NOTIFY_IGNORED) {
-		resp->outcome = OUT_IGNORED;
-		log_info(NULL,
-		         "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
-		         "body_sha256=%s",
-		         ch, merchant, log_safe(s1, sizeof(s1), n.event_type), req->len, sha);
-		ingest_ok(req->ch, resp);
-		goto out;
-	}
+	return 0;
+}
 
-	if (n.kind == NOTIFY_UNROUTABLE) {
-		ingest_unroutable(in, req, &n, resp);
-		fe = NULL; /* landed there */
-		goto out;
-	}
+/*
+ * ingest_store - reserves a verified payment or refund, settles the copies parked on it,
+ * publishes a new row's id and answers. The flight always lands here.
+ */
+static void
+ingest_store(struct ingest *in, const struct ingest_req *req, const struct notify *n,
+             const char *amount, long long t0, struct ingest_resp *resp)
+{
+	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch), *sha = req->sha;
+	char reason[256], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
+	unsigned long long id = 0;
+	long long r0 = clock_mono_us();
+	struct db *db;
+	enum db_rc rc;
 
 	if ((db = ingest_pool_get(&in->pool, 1000)) == NULL) {
 		resp->outcome = OUT_BUSY;
 		log_warn(NULL, "event=db_pool_exhausted channel=%s merchant=%s body_sha256=%s", ch,
 		         merchant, sha);
 		ingest_answer(req->ch, 0, 503, "busy", resp);
-		goto out;
+		ingest_flight_land(in, req->flight, NULL);
+		return;
 	}
-	{
-		long long r0 = clock_mono_us();
-		rc = ingest_reserve(in, db, req, &n, amount, sha, &id);
-		metrics_observe_us(in->m.reserve_lat, clock_mono_us() - r0);
-		if (rc != DB_OK && rc != DB_DUPLICATE)
-			snprintf(reason, sizeof(reason), "%s", db->last_error);
-	}
+	rc = ingest_reserve(in, db, req, n, amount, sha, &id);
+	metrics_observe_us(in->m.reserve_lat, clock_mono_us() - r0);
+	if (rc != DB_OK && rc != DB_DUPLICATE)
+		snprintf(reason, sizeof(reason), "%s", db->last_error);
 	ingest_pool_put(&in->pool, db);
-	log_safe(s1, sizeof(s1), n.kind == NOTIFY_REFUND ? n.refund_no : n.channel_trade_no);
-	log_safe(s2, sizeof(s2), n.out_trade_no);
+	log_safe(s1, sizeof(s1), n->kind == NOTIFY_REFUND ? n->refund_no : n->channel_trade_no);
+	log_safe(s2, sizeof(s2), n->out_trade_no);
 	/* The copies parked on this one are answered as soon as the row is known to exist. */
 	{
-		struct ingest_landing land = {rc == DB_OK || rc == DB_DUPLICATE, n.valid_from,
-		                              n.valid_to, s1, s2};
+		struct ingest_landing land = {rc == DB_OK || rc == DB_DUPLICATE, n->valid_from,
+		                              n->valid_to, s1, s2};
 
-		ingest_flight_land(in, fe, &land);
-		fe = NULL;
+		ingest_flight_land(in, req->flight, &land);
 	}
 	if (rc == DB_DUPLICATE) {
 		ingest_duplicate(req->ch, merchant, s1, s2, sha, 0, resp);
-		goto out;
+		return;
 	}
 	if (rc != DB_OK) {
 		/* Not stored: the channel's failure answer makes it push again later. */
@@ -428,18 +418,50 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		          "error=\"%s\" body_sha256=%s",
 		          ch, merchant, s1, db_rc_name(rc), reason, sha);
 		ingest_answer(req->ch, 0, 503, "storage unavailable", resp);
-		goto out;
+		return;
 	}
 	resp->id = id;
 	resp->outcome = OUT_STORED;
-	cblog_ref(cbid, sizeof(cbid), ingest_log(&n), id);
+	cblog_ref(cbid, sizeof(cbid), ingest_log(n), id);
 	log_info(cbid,
 	         "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
 	         "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",
-	         ch, merchant, n.kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
-	         n.currency, req->len, sha, (clock_mono_us() - t0) / 1000);
-	ingest_publish(in, req, &n, id, cbid, resp);
+	         ch, merchant, n->kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
+	         n->currency, req->len, sha, (clock_mono_us() - t0) / 1000);
+	ingest_publish(in, req, n, id, cbid, resp);
 	ingest_ok(req->ch, resp);
+}
+
+void
+ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp)
+{
+	struct ingest_flight_entry *fe = req->flight;
+	long long t0 = clock_mono_us();
+	char reason[256], amount[32], s1[NOTIFY_STR];
+	struct notify n;
+	enum verr ve;
+
+	memset(resp, 0, sizeof(*resp));
+	if (ingest_check(in, req, &n, amount, sizeof(amount), reason, sizeof(reason), resp, &ve) !=
+	    0)
+		goto out;
+	if (ve != VERR_OK) {
+		ingest_reject(in, req, ve, reason, 0, resp);
+	} else if (n.kind == NOTIFY_IGNORED) {
+		resp->outcome = OUT_IGNORED;
+		log_info(NULL,
+		         "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
+		         "body_sha256=%s",
+		         channel_name(req->ch), req->im->cm->id,
+		         log_safe(s1, sizeof(s1), n.event_type), req->len, req->sha);
+		ingest_ok(req->ch, resp);
+	} else if (n.kind == NOTIFY_UNROUTABLE) {
+		ingest_unroutable(in, req, &n, resp);
+		fe = NULL; /* landed there */
+	} else {
+		ingest_store(in, req, &n, amount, t0, resp);
+		fe = NULL; /* landed there */
+	}
 out:
 	/* A flow that ended before its reservation answered: each parked copy runs alone. */
 	ingest_flight_land(in, fe, NULL);

@@ -151,27 +151,25 @@ stripe_ref(const json_t *obj, const char *key, char *dst, size_t cap, char *reas
 	return notify_json_str(obj, NULL, "id", dst, cap, 1, reason, rlen);
 }
 
+/*
+ * stripe_classify - the kind of the event's type; a checkout session or a refund object whose
+ * status moves no money yet is NOTIFY_IGNORED, as is every other type.
+ */
 static enum verr
-stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *out, char *reason,
-             size_t rlen)
+stripe_classify(const json_t *obj, struct notify *out, char *reason, size_t rlen)
 {
-	const char *key = m->order_key[0] != '\0' ? m->order_key : "order_id";
-	const json_t *obj = json_object_get(json_object_get(ev, "data"), "object");
-	const char *type = out->event_type, *why;
-	char currency[8], tmp[NOTIFY_STR];
+	const char *type = out->event_type;
 	enum verr e;
 
 	out->kind = NOTIFY_IGNORED;
-	if (strcmp(type, "payment_intent.succeeded") == 0) {
+	if (strcmp(type, "payment_intent.succeeded") == 0 ||
+	    strcmp(type, "checkout.session.completed") == 0 ||
+	    strcmp(type, "checkout.session.async_payment_succeeded") == 0)
 		out->kind = NOTIFY_PAYMENT;
-	} else if (strcmp(type, "checkout.session.completed") == 0 ||
-	           strcmp(type, "checkout.session.async_payment_succeeded") == 0) {
-		out->kind = NOTIFY_PAYMENT;
-	} else if (strcmp(type, "charge.refunded") == 0 || stripe_refund_event(type)) {
+	else if (strcmp(type, "charge.refunded") == 0 || stripe_refund_event(type))
 		out->kind = NOTIFY_REFUND;
-	} else {
+	else
 		return VERR_OK;
-	}
 	if (!json_is_object(obj)) {
 		snprintf(reason, rlen, "missing data.object");
 		return VERR_BODY;
@@ -181,10 +179,8 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 		if ((e = notify_json_str(obj, "data.object", "payment_status", out->status,
 		                         sizeof(out->status), 1, reason, rlen)))
 			return e;
-		if (strcmp(out->status, "paid") != 0) {
+		if (strcmp(out->status, "paid") != 0)
 			out->kind = NOTIFY_IGNORED;
-			return VERR_OK;
-		}
 	} else if (stripe_refund_event(type)) {
 		/*
 		 * A refund object's status is final once succeeded, failed or canceled (a
@@ -195,11 +191,56 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 		                         sizeof(out->status), 1, reason, rlen)))
 			return e;
 		if (strcmp(out->status, "succeeded") != 0 && strcmp(out->status, "failed") != 0 &&
-		    strcmp(out->status, "canceled") != 0) {
+		    strcmp(out->status, "canceled") != 0)
 			out->kind = NOTIFY_IGNORED;
-			return VERR_OK;
-		}
 	}
+	return VERR_OK;
+}
+
+/* stripe_charge_refunded - a charge's cumulative refund state. */
+static enum verr
+stripe_charge_refunded(const json_t *obj, const char *key, struct notify *out, char *reason,
+                       size_t rlen)
+{
+	char tmp[NOTIFY_STR];
+	enum verr e;
+
+	/* amount_refunded is cumulative; charge id plus that amount names this state. */
+	out->refund_cumulative = 1;
+	if ((e = notify_json_str(obj, "data.object", "id", tmp, sizeof(tmp), 1, reason, rlen)) ||
+	    (e = notify_json_amount(obj, "data.object", "amount_refunded", &out->amount_minor,
+	                            reason, rlen)) ||
+	    (e = notify_json_str(obj, "data.object", "status", out->status, sizeof(out->status), 0,
+	                         reason, rlen)))
+		return e;
+	if (json_is_integer(json_object_get(obj, "amount")) &&
+	    (e = notify_json_amount(obj, "data.object", "amount", &out->order_total_minor, reason,
+	                            rlen)))
+		return e;
+	if ((size_t)snprintf(out->refund_no, sizeof(out->refund_no), "%s:%lld", tmp,
+	                     (long long)out->amount_minor) >= sizeof(out->refund_no)) {
+		snprintf(reason, rlen, "data.object.id too long for a refund id");
+		return VERR_BODY;
+	}
+	/* A charge made without a PaymentIntent is its own trade. */
+	if ((e = stripe_ref(obj, "payment_intent", out->channel_trade_no,
+	                    sizeof(out->channel_trade_no), reason, rlen)))
+		return e;
+	return stripe_order(obj, key, NULL, out, reason, rlen);
+}
+
+static enum verr
+stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *out, char *reason,
+             size_t rlen)
+{
+	const char *key = m->order_key[0] != '\0' ? m->order_key : "order_id";
+	const json_t *obj = json_object_get(json_object_get(ev, "data"), "object");
+	const char *type = out->event_type, *why;
+	char currency[8];
+	enum verr e;
+
+	if ((e = stripe_classify(obj, out, reason, rlen)) != VERR_OK || out->kind == NOTIFY_IGNORED)
+		return e;
 	if ((why = stripe_binding(m, ev)) != NULL)
 		return notify_unroutable(out, why);
 	if ((e = notify_json_str(obj, "data.object", "currency", currency, sizeof(currency), 1,
@@ -228,31 +269,8 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 			return e;
 		return stripe_order(obj, key, "client_reference_id", out, reason, rlen);
 	}
-	if (strcmp(type, "charge.refunded") == 0) {
-		/* amount_refunded is cumulative; charge id plus that amount names this state. */
-		out->refund_cumulative = 1;
-		if ((e = notify_json_str(obj, "data.object", "id", tmp, sizeof(tmp), 1, reason,
-		                         rlen)) ||
-		    (e = notify_json_amount(obj, "data.object", "amount_refunded",
-		                            &out->amount_minor, reason, rlen)) ||
-		    (e = notify_json_str(obj, "data.object", "status", out->status,
-		                         sizeof(out->status), 0, reason, rlen)))
-			return e;
-		if (json_is_integer(json_object_get(obj, "amount")) &&
-		    (e = notify_json_amount(obj, "data.object", "amount", &out->order_total_minor,
-		                            reason, rlen)))
-			return e;
-		if ((size_t)snprintf(out->refund_no, sizeof(out->refund_no), "%s:%lld", tmp,
-		                     (long long)out->amount_minor) >= sizeof(out->refund_no)) {
-			snprintf(reason, rlen, "data.object.id too long for a refund id");
-			return VERR_BODY;
-		}
-		/* A charge made without a PaymentIntent is its own trade. */
-		if ((e = stripe_ref(obj, "payment_intent", out->channel_trade_no,
-		                    sizeof(out->channel_trade_no), reason, rlen)))
-			return e;
-		return stripe_order(obj, key, NULL, out, reason, rlen);
-	}
+	if (strcmp(type, "charge.refunded") == 0)
+		return stripe_charge_refunded(obj, key, out, reason, rlen);
 	/* A refund object: this refund's own amount, not a total. */
 	if ((e = notify_json_str(obj, "data.object", "id", out->refund_no, sizeof(out->refund_no),
 	                         1, reason, rlen)) ||
