@@ -24,6 +24,8 @@ check "make install DESTDIR=... PREFIX=/usr/local" test $? -eq 0 || diag "$out"
 U="$R/usr/local/lib/systemd/system"
 mkdir -p "$R/usr/lib/systemd"
 cp -a /usr/lib/systemd/system "$R/usr/lib/systemd/" || bail "copy the distribution's units into the root"
+# ExecReload runs /bin/kill, which verify looks for inside the root like ExecStart's binary.
+mkdir -p "$R/bin" && cp /bin/kill "$R/bin/kill" || bail "copy /bin/kill into the root"
 
 # verify_clean UNIT [ROOT] - verify passes: exit 0 and not a word on stdout or stderr.
 verify_clean() {
@@ -63,10 +65,11 @@ for f in paycb-ingest@.service paycb-processor@.service paycb-retrier.service \
 	for want in User=paycb Group=paycb NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes \
 		LimitCORE=0 \
 		PrivateTmp=yes PrivateDevices=yes CapabilityBoundingSet= Restart=on-failure \
-		'RestartPreventExitStatus=64 78' KillSignal=SIGTERM 'SystemCallFilter=@system-service'; do
+		'RestartPreventExitStatus=64 78' KillSignal=SIGTERM 'SystemCallFilter=@system-service' \
+		'ExecReload=/bin/kill -HUP $MAINPID'; do
 		grep -qxF -- "$want" "$U/$f" || miss+=("$want")
 	done
-	check "$f: hardened, Restart=on-failure, no restart on a config error${miss[*]:+ (missing: ${miss[*]})}" test ${#miss[@]} -eq 0
+	check "$f: hardened, Restart=on-failure, no restart on a config error, reload by SIGHUP${miss[*]:+ (missing: ${miss[*]})}" test ${#miss[@]} -eq 0
 done
 
 # TimeoutStopSec longer than the drain of the example configuration.
@@ -139,7 +142,8 @@ check "the instance configurations include the relocated paycb.conf" grep -qxF \
 	'@include "/srv/etc/paycb/paycb.conf"' "$R2/srv/etc/paycb/ingest-1.conf"
 left=$(grep -rnE '(^|[^a-z])(/usr/local/|/etc/paycb)' "$U2" "$R2/srv/etc/paycb")
 check "no unit or configuration still names /usr/local or /etc/paycb" test -z "$left" || diag "$left"
-mkdir -p "$R2/usr/lib/systemd" && cp -a /usr/lib/systemd/system "$R2/usr/lib/systemd/"
+mkdir -p "$R2/usr/lib/systemd" "$R2/bin" && cp -a /usr/lib/systemd/system "$R2/usr/lib/systemd/" &&
+	cp /bin/kill "$R2/bin/kill"
 out=$(cd "$U2" && systemd-analyze verify --root="$R2" paycb-ingest@1.service paycb-processor@1.service \
 	paycb-retrier.service paycb-migrate.service 2>&1)
 check "systemd-analyze verify of the relocated units: clean" test $? -eq 0 -a -z "$out" || diag "$out"
