@@ -55,6 +55,7 @@ struct plan {
 	unsigned wx, ali, stripe;
 	int apiv3, apiv3_prev; /* a generation; -1 = none */
 	const char *extra_ali, *extra_stripe, *extra_ingest, *extra_top;
+	const char *stripe_api; /* the reconciler's Stripe API key file; NULL = none */
 };
 
 static struct conf cf;
@@ -62,6 +63,8 @@ static struct db db;
 static struct chan_keys K; /* its temp dir holds the files */
 static struct gen G[2];
 static int port, admin_port;
+/* The admin ports of the processor, the retrier and the reconciler. */
+static int dport[3];
 static pid_t ingest_pid;
 static char conf_path[300], log_path[300];
 
@@ -146,7 +149,7 @@ list(char *buf, size_t len, unsigned mask, int kind, const char *extra)
 static int
 write_conf(const struct plan *p)
 {
-	char tmp[320], wx[1024], ali[1024], st[1024], prev[400] = "";
+	char tmp[320], wx[1024], ali[1024], st[1024], prev[400] = "", api[400] = "";
 	FILE *fp;
 
 	list(wx, sizeof(wx), p->wx, 0, NULL);
@@ -155,6 +158,8 @@ write_conf(const struct plan *p)
 	if (p->apiv3_prev >= 0)
 		snprintf(prev, sizeof(prev), "apiv3_previous_key_file = \"%s\"; ",
 		         G[p->apiv3_prev].apiv3_file);
+	if (p->stripe_api != NULL)
+		snprintf(api, sizeof(api), "api_key_file = \"%s\"; ", p->stripe_api);
 	snprintf(tmp, sizeof(tmp), "%s.new", conf_path);
 	if ((fp = fopen(tmp, "w")) == NULL)
 		return -1;
@@ -165,22 +170,25 @@ write_conf(const struct plan *p)
 	    " name = \"%s\"; };\n"
 	    "kafka = { brokers = \"%s\"; topic_prefix = \"%s\"; delivery_timeout_ms = 5000; };\n"
 	    "ingest = { listen_port = %d; admin_port = %d; publish_budget_ms = 1500; %s };\n"
+	    "processor = { admin_port = %d; };\nretrier = { admin_port = %d; };\n"
+	    "reconciler = { admin_port = %d; };\n"
 	    "merchants = ( { id = \"default\";\n"
 	    "  wxpay = { mchid = \"1900000001\"; apiv3_key_file = \"%s\"; %skeys = ( %s ); };\n"
 	    "  alipay = { app_id = \"2021000000000001\"; public_key_files = [ %s ]; };\n"
-	    "  stripe = { secret_files = [ %s ]; }; } );\n",
+	    "  stripe = { %ssecret_files = [ %s ]; }; } );\n",
 	    p->extra_top ? p->extra_top : "", cf.db.host, cf.db.port, cf.db.user,
 	    cf.db.password_file, cf.db.name, cf.kafka.brokers, cf.kafka.topic_prefix, port,
-	    admin_port, p->extra_ingest ? p->extra_ingest : "", G[p->apiv3].apiv3_file, prev, wx,
-	    ali, st);
+	    admin_port, p->extra_ingest ? p->extra_ingest : "", dport[0], dport[1], dport[2],
+	    G[p->apiv3].apiv3_file, prev, wx, ali, api, st);
 	if (fclose(fp) != 0)
 		return -1;
 	return rename(tmp, conf_path);
 }
 
-/* metric - the value of the metric line starting with name (labels included), -1 if none. */
+/* metric_at - the value of the metric line starting with name (labels included) on the
+ * admin listener at aport, -1 if none. */
 static long long
-metric(const char *name)
+metric_at(int aport, const char *name)
 {
 	struct httpc_resp *r = malloc(sizeof(*r));
 	char needle[160];
@@ -188,14 +196,21 @@ metric(const char *name)
 	long long v = -1;
 
 	snprintf(needle, sizeof(needle), "\n%s ", name);
-	if (r != NULL && httpc_request(admin_port, "GET", "/metrics", NULL, "", 0, 5000, r) == 0 &&
+	if (r != NULL && httpc_request(aport, "GET", "/metrics", NULL, "", 0, 5000, r) == 0 &&
 	    (at = strstr(r->body, needle)) != NULL)
 		v = strtoll(at + strlen(needle), NULL, 10);
 	free(r);
 	return v;
 }
 
+static long long
+metric(const char *name)
+{
+	return metric_at(admin_port, name);
+}
+
 struct want {
+	int port;
 	const char *name;
 	long long n;
 };
@@ -205,7 +220,7 @@ metric_reached(void *arg)
 {
 	const struct want *w = arg;
 
-	return metric(w->name) >= w->n;
+	return metric_at(w->port, w->name) >= w->n;
 }
 
 #define RELOAD_OK     "paycb_config_reload_total{result=\"ok\"}"
@@ -215,7 +230,7 @@ metric_reached(void *arg)
 static void
 reload(const struct plan *p, const char *result)
 {
-	struct want w = {result, metric(result) + 1};
+	struct want w = {admin_port, result, metric(result) + 1};
 
 	assert_true(w.n >= 1);
 	assert_int_equal(write_conf(p), 0);
@@ -321,9 +336,9 @@ post_one(int ch, const char *order, int wxg, int apiv3g, int alig, int stg)
 	return status;
 }
 
-static const struct plan OLD = {1, 1, 1, 0, -1, NULL, NULL, NULL, NULL};
-static const struct plan BOTH = {3, 3, 3, 1, 0, NULL, NULL, NULL, NULL};
-static const struct plan NEW = {2, 2, 2, 1, -1, NULL, NULL, NULL, NULL};
+static const struct plan OLD = {.wx = 1, .ali = 1, .stripe = 1, .apiv3 = 0, .apiv3_prev = -1};
+static const struct plan BOTH = {.wx = 3, .ali = 3, .stripe = 3, .apiv3 = 1, .apiv3_prev = 0};
+static const struct plan NEW = {.wx = 2, .ali = 2, .stripe = 2, .apiv3 = 1, .apiv3_prev = -1};
 
 static void
 rotate_every_channel_under_load(void **state)
@@ -436,6 +451,67 @@ every_notification_was_answered_and_stored(void **state)
 	assert_int_equal(chan_rows(&db, clause), atomic_load(&ok));
 }
 
+/* hup - writes plan p, sends SIGHUP to daemons first to 2 (processor, retrier, reconciler)
+ * and waits for each to count the reload as result. */
+static void
+hup(const struct plan *p, const pid_t pids[3], int first, const char *result)
+{
+	struct want w[3];
+
+	assert_int_equal(write_conf(p), 0);
+	for (int d = first; d < 3; d++) {
+		w[d] = (struct want){dport[d], result, metric_at(dport[d], result) + 1};
+		assert_true(w[d].n >= 1);
+		assert_int_equal(kill(pids[d], SIGHUP), 0);
+	}
+	for (int d = first; d < 3; d++)
+		assert_int_equal(harness_wait_until(metric_reached, &w[d], 15000), 0);
+}
+
+static void
+processor_retrier_and_reconciler_reload_too(void **state)
+{
+	static const char *const bins[3] = {"bin/paycb-processor", "bin/paycb-retrier",
+	                                    "bin/paycb-reconciler"};
+	char logs[3][320], api[320], needle[400];
+	struct plan p = NEW;
+	pid_t pids[3];
+
+	(void)state;
+	snprintf(api, sizeof(api), "%s/stripe_api_key", K.dir);
+	assert_int_equal(write_file(api, "sk_test_reload", 0600), 0);
+	p.stripe_api = api;
+	assert_int_equal(write_conf(&p), 0);
+	for (int d = 0; d < 3; d++) {
+		struct want up = {dport[d], RELOAD_OK, 0};
+
+		snprintf(logs[d], sizeof(logs[d]), "%s/daemon%d.log", K.dir, d);
+		assert_true((pids[d] = harness_spawn(bins[d], conf_path, logs[d])) > 0);
+		assert_int_equal(harness_wait_until(metric_reached, &up, 30000), 0);
+	}
+	hup(&p, pids, 0, RELOAD_OK);
+	/* The reconciler built its clients again from the file: at start and at the reload. */
+	assert_int_equal(harness_file_count(logs[2], "event=merchant_clients merchant=default "
+	                                             "wxpay=0 alipay=0 stripe=1"),
+	                 2);
+	/* A broken key file (only the reconciler reads it), then a broken configuration: each
+	 * keeps what it runs with, and says why. */
+	assert_int_equal(chmod(api, 0644), 0);
+	hup(&p, pids, 2, RELOAD_FAILED);
+	snprintf(needle, sizeof(needle), "secret file '%s' is readable", api);
+	assert_int_equal(harness_file_count(logs[2], needle), 1);
+	for (int d = 0; d < 2; d++)
+		assert_int_equal(harness_file_count(logs[d], "event=config_reload result=ok"), 1);
+	assert_int_equal(chmod(api, 0600), 0);
+	p.extra_top = "processor = 1;\n";
+	hup(&p, pids, 0, RELOAD_FAILED);
+	for (int d = 0; d < 3; d++) {
+		assert_int_equal(harness_file_count(logs[d], "action=kept_old"), d < 2 ? 1 : 2);
+		assert_int_equal(metric_at(dport[d], "paycb_config_last_reload_successful"), 0);
+		assert_int_equal(harness_stop(pids[d], SIGTERM, 60000), 0);
+	}
+}
+
 int
 main(void)
 {
@@ -444,6 +520,7 @@ main(void)
 	    cmocka_unit_test(old_keys_are_refused_after_the_removal),
 	    cmocka_unit_test(broken_reloads_keep_the_running_set),
 	    cmocka_unit_test(every_notification_was_answered_and_stored),
+	    cmocka_unit_test(processor_retrier_and_reconciler_reload_too),
 	};
 	int rc;
 
@@ -453,6 +530,8 @@ main(void)
 	harness_db(&cf, &db);
 	port = httpc_free_port();
 	admin_port = httpc_free_port();
+	for (int d = 0; d < 3; d++)
+		dport[d] = httpc_free_port();
 	snprintf(conf_path, sizeof(conf_path), "%s/paycb.conf", K.dir);
 	snprintf(log_path, sizeof(log_path), "%s/ingest.log", K.dir);
 	if (write_conf(&OLD) != 0 ||
