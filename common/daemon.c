@@ -216,35 +216,35 @@ daemon_reload(struct daemon_run *r)
 	struct conf *nc = calloc(1, sizeof(*nc));
 	char text[4096], q[4096];
 	enum log_level lvl;
+	int ok = 0;
 
 	r->reloads++;
 	text[0] = '\0';
-	if (nc == NULL)
+	if (nc == NULL) {
 		snprintf(text, sizeof(text), "out of memory");
-	else if (daemon_conf_read(r->ops, r->file, nc, &lvl, text, sizeof(text)) == 0) {
+	} else if (daemon_conf_read(r->ops, r->file, nc, &lvl, text, sizeof(text)) == 0) {
 		cfg_diff(conf_table, r->cf, nc, daemon_restart_add, &restart);
-		if (r->ops->reload == NULL || r->ops->reload(r->state, nc, text, sizeof(text)) == 0)
-			goto applied;
+		ok =
+		    r->ops->reload == NULL || r->ops->reload(r->state, nc, text, sizeof(text)) == 0;
 	}
-	daemon_oneline(text);
-	metrics_inc(r->failed, 1);
-	metrics_set(r->last_ok, 0);
-	log_error(
-	    NULL,
-	    "event=config_reload result=failed reload=%llu config=%s action=kept_old error=\"%s\"",
-	    r->reloads, r->file, log_quoted(q, sizeof(q), text));
-	if (nc != NULL)
-		conf_free(nc);
-	free(nc);
-	return;
-applied:
-	log_set_level(lvl);
-	metrics_inc(r->ok, 1);
-	metrics_set(r->last_ok, 1);
-	metrics_set(r->last_ok_ts, (long long)time(NULL));
-	log_info(NULL, "event=config_reload result=ok reload=%llu config=%s needs_restart=%s",
-	         r->reloads, r->file, restart.list[0] ? restart.list : "none");
-	if (r->ops->reload == NULL) {
+	metrics_inc(ok ? r->ok : r->failed, 1);
+	metrics_set(r->last_ok, ok);
+	if (ok) {
+		metrics_set(r->last_ok_ts, (long long)time(NULL));
+		/* Logged before the new level applies, so that a quieter level still shows it. */
+		log_info(NULL,
+		         "event=config_reload result=ok reload=%llu config=%s needs_restart=%s",
+		         r->reloads, r->file, restart.list[0] ? restart.list : "none");
+		log_set_level(lvl);
+	} else {
+		daemon_oneline(text);
+		log_error(NULL,
+		          "event=config_reload result=failed reload=%llu config=%s action=kept_old "
+		          "error=\"%s\"",
+		          r->reloads, r->file, log_quoted(q, sizeof(q), text));
+	}
+	/* An applied nc is the program's now, unless it has no reload op to take it. */
+	if (nc != NULL && (!ok || r->ops->reload == NULL)) {
 		conf_free(nc);
 		free(nc);
 	}
