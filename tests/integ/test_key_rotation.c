@@ -231,11 +231,15 @@ static void
 reload(const struct plan *p, const char *result)
 {
 	struct want w = {admin_port, result, metric(result) + 1};
+	long long t0;
 
 	assert_true(w.n >= 1);
 	assert_int_equal(write_conf(p), 0);
+	t0 = harness_now_ms();
 	assert_int_equal(kill(ingest_pid, SIGHUP), 0);
 	assert_int_equal(harness_wait_until(metric_reached, &w, 15000), 0);
+	printf("# reload %lld (%s): counted %lld ms after SIGHUP\n", w.n,
+	       strstr(result, "failed") ? "failed" : "ok", harness_now_ms() - t0);
 }
 
 /* sign - a payment of channel ch signed with the generations given; its path and success. */
@@ -433,6 +437,23 @@ broken_reloads_keep_the_running_set(void **state)
 	assert_int_equal(metric("paycb_config_last_reload_successful"), 1);
 }
 
+/*
+ * Reloads back to back under load, the set swapped while requests hold the one before (under
+ * the sanitizer build a request freed too early or a set never freed is an error).
+ */
+static void
+back_to_back_reloads_refuse_nothing(void **state)
+{
+	long long t0 = harness_now_ms();
+
+	(void)state;
+	for (int i = 0; i < 20; i++)
+		reload(i % 2 ? &NEW : &BOTH, RELOAD_OK);
+	settle();
+	printf("# 20 reloads under load in %lld ms\n", harness_now_ms() - t0);
+	assert_int_equal(atomic_load(&bad), 0);
+}
+
 static void
 every_notification_was_answered_and_stored(void **state)
 {
@@ -519,6 +540,7 @@ main(void)
 	    cmocka_unit_test(rotate_every_channel_under_load),
 	    cmocka_unit_test(old_keys_are_refused_after_the_removal),
 	    cmocka_unit_test(broken_reloads_keep_the_running_set),
+	    cmocka_unit_test(back_to_back_reloads_refuse_nothing),
 	    cmocka_unit_test(every_notification_was_answered_and_stored),
 	    cmocka_unit_test(processor_retrier_and_reconciler_reload_too),
 	};
