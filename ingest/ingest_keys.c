@@ -175,8 +175,7 @@ keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t e
 	for (size_t i = 0; i < n; i++) {
 		if (buf[i] <= ' ' || buf[i] == 0x7f) {
 			snprintf(err, errlen,
-			         "%s: Stripe secret contains whitespace or control "
-			         "characters",
+			         "%s: Stripe secret contains whitespace or control characters",
 			         path);
 			goto done;
 		}

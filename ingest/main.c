@@ -168,10 +168,13 @@ int
 main(int argc, char **argv)
 {
 	static const struct daemon_ops ops = {
-	    "paycb-ingest", "Receives payment notifications, verifies, stores and publishes them.",
-	    PROC_INGEST,    ingest_init,
-	    ingest_loop,    ingest_drain,
-	    ingest_reload,
+	    .name = "paycb-ingest",
+	    .summary = "Receives payment notifications, verifies, stores and publishes them.",
+	    .proc = PROC_INGEST,
+	    .init = ingest_init,
+	    .loop = ingest_loop,
+	    .drain = ingest_drain,
+	    .reload = ingest_reload,
 	};
 
 	return daemon_main(argc, argv, &ops);
