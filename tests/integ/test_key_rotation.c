@@ -31,6 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,6 +74,8 @@ static char conf_path[300], log_path[300];
 /* What the senders sign with now, per channel: a generation. */
 static atomic_int use_wx, use_apiv3, use_ali, use_stripe;
 static atomic_int stop, ok, bad, iters[NSEND];
+static atomic_int paused;        /* the senders wait while set */
+static atomic_int parked[NSEND]; /* set by a sender waiting, so with no request open */
 static pthread_t senders[NSEND];
 
 static int
@@ -277,6 +282,13 @@ sender(void *arg)
 
 	while (r != NULL && !atomic_load(&stop)) {
 		char order[64];
+
+		if (atomic_load(&paused)) {
+			atomic_store(&parked[t], 1);
+			nanosleep(&pause, NULL);
+			continue;
+		}
+		atomic_store(&parked[t], 0);
 		struct chan_note n;
 		const char *path;
 		int want, ch = i % 3;
@@ -320,6 +332,23 @@ settle(void)
 	for (int t = 0; t < NSEND; t++)
 		from[t] = atomic_load(&iters[t]);
 	assert_int_equal(harness_wait_until(all_iterated, from, 30000), 0);
+}
+
+static int
+all_parked(void *arg)
+{
+	(void)arg;
+	for (int t = 0; t < NSEND; t++)
+		if (!atomic_load(&parked[t]))
+			return 0;
+	return 1;
+}
+
+/* settle_paused - waits until no sender has a request open (after paused was set). */
+static void
+settle_paused(void)
+{
+	assert_int_equal(harness_wait_until(all_parked, NULL, 30000), 0);
 }
 
 /* post_one - one payment signed with the given generations: the HTTP status. */
@@ -437,6 +466,86 @@ broken_reloads_keep_the_running_set(void **state)
 	assert_int_equal(metric("paycb_config_last_reload_successful"), 1);
 }
 
+/* slow_begin - a POST of n to path whose headers and first half of the body are sent now: the
+ * open socket. */
+static int
+slow_begin(const char *path, const struct chan_note *n)
+{
+	struct sockaddr_in sa;
+	char head[2600];
+	int fd = socket(AF_INET, SOCK_STREAM, 0), len;
+
+	assert_true(fd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	len = snprintf(head, sizeof(head),
+	               "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %zu\r\n"
+	               "Connection: close\r\n\r\n",
+	               path, n->headers, n->len);
+	assert_int_equal(send(fd, head, (size_t)len, MSG_NOSIGNAL), len);
+	assert_int_equal(send(fd, n->body, n->len / 2, MSG_NOSIGNAL), (ssize_t)(n->len / 2));
+	return fd;
+}
+
+/* slow_end - the rest of the body, then the answer's status (0 when none came). */
+static int
+slow_end(int fd, const struct chan_note *n)
+{
+	size_t rest = n->len - n->len / 2, got = 0;
+	char buf[4096];
+	ssize_t r;
+	int status = 0;
+
+	assert_int_equal(send(fd, n->body + n->len / 2, rest, MSG_NOSIGNAL), (ssize_t)rest);
+	while (got + 1 < sizeof(buf) && (r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0)
+		got += (size_t)r;
+	buf[got] = '\0';
+	close(fd);
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		status = 0;
+	return status;
+}
+
+static int
+one_reading(void *arg)
+{
+	(void)arg;
+	return metric("paycb_ingest_reading") == 1;
+}
+
+/*
+ * A request whose headers came before a reload finishes with the keys it started with: a
+ * Stripe event signed with the old secret, its body half sent while the old secret is
+ * removed, is stored; the same secret on a request that starts after the reload is refused.
+ */
+static void
+request_in_flight_keeps_the_keys_it_started_with(void **state)
+{
+	struct chan_note n;
+	char order[64];
+	int fd;
+
+	(void)state;
+	reload(&BOTH, RELOAD_OK);
+	snprintf(order, sizeof(order), "Z%d-inflight", getpid());
+	assert_int_equal(chan_stripe_pay(&n, G[0].stripe, order, "pi_inflight", 100, time(NULL)),
+	                 0);
+	/* The senders pause, so that the one request being read is this one. */
+	atomic_store(&paused, 1);
+	settle_paused();
+	fd = slow_begin("/pay/callback/stripe", &n);
+	assert_int_equal(harness_wait_until(one_reading, NULL, 10000), 0);
+	reload(&NEW, RELOAD_OK);
+	assert_int_equal(slow_end(fd, &n), 200);
+	free(n.body);
+	atomic_store(&paused, 0);
+	assert_int_equal(chan_row_id(&db, "pay_callback_log", "out_trade_no", order) > 0, 1);
+	assert_int_equal(post_one(2, "Zafter", 1, 1, 1, 0), 400);
+}
+
 /*
  * Reloads back to back under load, the set swapped while requests hold the one before (under
  * the sanitizer build a request freed too early or a set never freed is an error).
@@ -541,6 +650,7 @@ main(void)
 	    cmocka_unit_test(old_keys_are_refused_after_the_removal),
 	    cmocka_unit_test(broken_reloads_keep_the_running_set),
 	    cmocka_unit_test(back_to_back_reloads_refuse_nothing),
+	    cmocka_unit_test(request_in_flight_keeps_the_keys_it_started_with),
 	    cmocka_unit_test(every_notification_was_answered_and_stored),
 	    cmocka_unit_test(processor_retrier_and_reconciler_reload_too),
 	};
