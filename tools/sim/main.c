@@ -174,6 +174,75 @@ number(const char *s, long long lo, long long hi, long long *out)
 	return 0;
 }
 
+/* run_opt - one option of `run` into o; returns non-zero when its value is bad. */
+static int
+run_opt(struct sim_opts *o, int opt, const char *arg)
+{
+	long long v = 0;
+	int bad = 0;
+
+	switch (opt) {
+	case 'c':
+		o->conf = arg;
+		break;
+	case 'S':
+		o->scenario = arg;
+		break;
+	case 'k':
+		o->keys_dir = arg;
+		break;
+	case 'n':
+		bad = number(arg, 1, 10000000, &v);
+		o->orders = (int)v;
+		break;
+	case 'C':
+		bad = number(arg, 1, 4096, &v);
+		o->concurrency = (int)v;
+		break;
+	case 'e':
+		bad = number(arg, 0, 1LL << 62, &v);
+		o->seed = (uint64_t)v;
+		break;
+	case 'x':
+		bad = number(arg, 1, 100000, &v);
+		o->compress = v;
+		break;
+	case 'w':
+		bad = number(arg, 1, 86400, &v);
+		o->wait_s = (int)v;
+		break;
+	case 'r':
+		bad = number(arg, 0, 1000000, &v);
+		o->rate = (int)v;
+		break;
+	case 'l':
+		bad = number(arg, 0, 1000, &v);
+		o->lost_permille = (int)v;
+		break;
+	case 'y':
+		bad = number(arg, 1, 10000, &v);
+		o->copies = (int)v;
+		break;
+	case 't':
+		bad = number(arg, 100, 600000, &v);
+		o->timeout_ms = (int)v;
+		break;
+	case 'i':
+		o->ingest_only = 1;
+		break;
+	case 'p':
+		o->progress = 1;
+		break;
+	case 'R':
+		o->report = arg;
+		break;
+	default:
+		bad = 1;
+		break;
+	}
+	return bad;
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
@@ -202,70 +271,10 @@ cmd_run(int argc, char **argv)
 	                     .timeout_ms = 10000,
 	                     .lost_permille = -1,
 	                     .max_mismatches = 50};
-	long long v = 0;
 	int opt, bad = 0;
 
-	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			o.conf = optarg;
-			break;
-		case 'S':
-			o.scenario = optarg;
-			break;
-		case 'k':
-			o.keys_dir = optarg;
-			break;
-		case 'n':
-			bad |= number(optarg, 1, 10000000, &v);
-			o.orders = (int)v;
-			break;
-		case 'C':
-			bad |= number(optarg, 1, 4096, &v);
-			o.concurrency = (int)v;
-			break;
-		case 'e':
-			bad |= number(optarg, 0, 1LL << 62, &v);
-			o.seed = (uint64_t)v;
-			break;
-		case 'x':
-			bad |= number(optarg, 1, 100000, &v);
-			o.compress = v;
-			break;
-		case 'w':
-			bad |= number(optarg, 1, 86400, &v);
-			o.wait_s = (int)v;
-			break;
-		case 'r':
-			bad |= number(optarg, 0, 1000000, &v);
-			o.rate = (int)v;
-			break;
-		case 'l':
-			bad |= number(optarg, 0, 1000, &v);
-			o.lost_permille = (int)v;
-			break;
-		case 'y':
-			bad |= number(optarg, 1, 10000, &v);
-			o.copies = (int)v;
-			break;
-		case 't':
-			bad |= number(optarg, 100, 600000, &v);
-			o.timeout_ms = (int)v;
-			break;
-		case 'i':
-			o.ingest_only = 1;
-			break;
-		case 'p':
-			o.progress = 1;
-			break;
-		case 'R':
-			o.report = optarg;
-			break;
-		default:
-			bad = 1;
-			break;
-		}
-	}
+	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1)
+		bad |= run_opt(&o, opt, optarg);
 	if (bad || o.conf == NULL || o.scenario == NULL || optind != argc) {
 		fprintf(stderr, "paycb-sim run: need -c CONF and --scenario NAME; bad or missing "
 		                "option (see paycb-sim --help)\n");

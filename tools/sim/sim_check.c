@@ -266,81 +266,48 @@ load(struct db *db, struct ctx *x, const struct sim_merchant *m, int nm, int ful
 	return 0;
 }
 
-/* judge - the mismatches of one case; buf is left empty when it is as expected. */
+/* judge_order - the order row: status, amount, refunded amount, trade, refund events. */
 static void
-judge(const struct sim_case *c, const struct sim_seen *s, int full, int ladder_fits, char *buf,
-      size_t len)
+judge_order(const struct sim_case *c, const struct sim_seen *s, int full, int by_trade, char *buf,
+            size_t len)
 {
-	enum sim_kind k = c->kind;
-	int paid = k == K_PAY || k == K_DUP || k == K_INCIDENT || k == K_STORM || k == K_PAID_TWICE;
-	int refunded = k == K_REFUND_PF || k == K_REFUND_FIRST;
 	const char *status = sim_case_status(c, full);
-	int pay_rows, ref_rows;
-	long long want_refunded = c->want_refunded;
 
-	sim_case_rows(c, &pay_rows, &ref_rows);
-	buf[0] = '\0';
-	if (k == K_NO_ORDER) {
+	if (c->kind == K_NO_ORDER) {
 		if (s->order)
 			sim_addf(buf, len, "an order row exists, expected none");
-	} else if (!s->order) {
+		return;
+	}
+	if (!s->order) {
 		sim_addf(buf, len, "no order row");
-	} else {
-		if (strcmp(s->status, status) != 0)
-			sim_addf(buf, len, "status %s, expected %s", s->status, status);
-		if (s->amount != c->amount)
-			sim_addf(buf, len, "amount %lld, expected %lld (minor units)",
-			         (long long)s->amount, (long long)c->amount);
-		if (full && s->refunded != want_refunded)
-			sim_addf(buf, len, "refunded_amount %lld, expected %lld (minor units)",
-			         (long long)s->refunded, want_refunded);
-		if (full && (paid || refunded) && strcmp(s->trade, c->trade) != 0)
-			sim_addf(buf, len, "channel_trade_no '%s', expected '%s'", s->trade,
-			         c->trade);
-		/* The events tell the money that moved: it must be what the order says. */
-		if (full && s->ev_refund_sum - s->ev_reversed_sum != s->refunded)
-			sim_addf(buf, len,
-			         "order.refund events add up to %lld less %lld reversed, but "
-			         "refunded_amount is %lld (minor units)",
-			         (long long)s->ev_refund_sum, (long long)s->ev_reversed_sum,
-			         (long long)s->refunded);
-	}
-	if (full && s->rr_stale != 0)
-		sim_addf(buf, len, "refund_requests left REQUESTED for %s, whose refund happened",
-		         c->rtrade);
-	if (s->pay_rows != pay_rows)
-		sim_addf(buf, len, "pay_callback_log rows %d, expected %d", s->pay_rows, pay_rows);
-	if (s->ref_rows != ref_rows)
-		sim_addf(buf, len, "refund_callback_log rows %d, expected %d", s->ref_rows,
-		         ref_rows);
-	if (k >= K_WX_ABNORMAL) {
-		sim_judge_refund_kind(c, s, full, buf, len);
 		return;
 	}
-	if (full) {
-		if (paid && s->events != 2)
-			sim_addf(buf, len, "order_events %d, expected 2", s->events);
-		/* shipment, points, one order.refund per refund and the final order.refunded */
-		if (refunded && s->events != 3 + ref_rows)
-			sim_addf(
-			    buf, len,
-			    "order_events %d, expected %d (shipment, points, %d refund, refunded)",
-			    s->events, 3 + ref_rows, ref_rows);
-		if (!paid && !refunded && s->events != 0)
-			sim_addf(buf, len, "order_events %d, expected 0", s->events);
-		if (k == K_AFTER_CLOSE || k == K_PAID_TWICE) {
-			if (s->rr != 1 || s->rr_match != 1)
-				sim_addf(
-				    buf, len,
-				    "refund_requests %d (%d for trade %s and the amount), expected "
-				    "exactly 1",
-				    s->rr, s->rr_match, k == K_PAID_TWICE ? c->trade2 : c->trade);
-		} else if (s->rr != 0) {
-			sim_addf(buf, len, "refund_requests %d, expected 0", s->rr);
-		}
-	}
-	if (!full)
-		return;
+	if (strcmp(s->status, status) != 0)
+		sim_addf(buf, len, "status %s, expected %s", s->status, status);
+	if (s->amount != c->amount)
+		sim_addf(buf, len, "amount %lld, expected %lld (minor units)", (long long)s->amount,
+		         (long long)c->amount);
+	if (full && s->refunded != c->want_refunded)
+		sim_addf(buf, len, "refunded_amount %lld, expected %lld (minor units)",
+		         (long long)s->refunded, (long long)c->want_refunded);
+	if (full && by_trade && strcmp(s->trade, c->trade) != 0)
+		sim_addf(buf, len, "channel_trade_no '%s', expected '%s'", s->trade, c->trade);
+	/* The events tell the money that moved: it must be what the order says. */
+	if (full && s->ev_refund_sum - s->ev_reversed_sum != s->refunded)
+		sim_addf(buf, len,
+		         "order.refund events add up to %lld less %lld reversed, but "
+		         "refunded_amount is %lld (minor units)",
+		         (long long)s->ev_refund_sum, (long long)s->ev_reversed_sum,
+		         (long long)s->refunded);
+}
+
+/* judge_rows - the callback rows: done, or dead with their dead letter, as the kind says. */
+static void
+judge_rows(const struct sim_case *c, const struct sim_seen *s, int ladder_fits, int pay_rows,
+           int ref_rows, char *buf, size_t len)
+{
+	enum sim_kind k = c->kind;
+
 	if (k == K_MISMATCH && s->pay_mismatch != 1)
 		sim_addf(buf, len, "payment rows with outcome amount_mismatch %d, expected 1",
 		         s->pay_mismatch);
@@ -359,6 +326,54 @@ judge(const struct sim_case *c, const struct sim_seen *s, int full, int ladder_f
 	if (s->ref_done != ref_rows)
 		sim_addf(buf, len, "refund rows done %d (dead %d), expected %d", s->ref_done,
 		         s->ref_dead, ref_rows);
+}
+
+/* judge - the mismatches of one case; buf is left empty when it is as expected. */
+static void
+judge(const struct sim_case *c, const struct sim_seen *s, int full, int ladder_fits, char *buf,
+      size_t len)
+{
+	enum sim_kind k = c->kind;
+	int paid = k == K_PAY || k == K_DUP || k == K_INCIDENT || k == K_STORM || k == K_PAID_TWICE;
+	int refunded = k == K_REFUND_PF || k == K_REFUND_FIRST;
+	int pay_rows, ref_rows;
+
+	sim_case_rows(c, &pay_rows, &ref_rows);
+	buf[0] = '\0';
+	judge_order(c, s, full, paid || refunded, buf, len);
+	if (full && s->rr_stale != 0)
+		sim_addf(buf, len, "refund_requests left REQUESTED for %s, whose refund happened",
+		         c->rtrade);
+	if (s->pay_rows != pay_rows)
+		sim_addf(buf, len, "pay_callback_log rows %d, expected %d", s->pay_rows, pay_rows);
+	if (s->ref_rows != ref_rows)
+		sim_addf(buf, len, "refund_callback_log rows %d, expected %d", s->ref_rows,
+		         ref_rows);
+	if (k >= K_WX_ABNORMAL) {
+		sim_judge_refund_kind(c, s, full, buf, len);
+		return;
+	}
+	if (!full)
+		return;
+	if (paid && s->events != 2)
+		sim_addf(buf, len, "order_events %d, expected 2", s->events);
+	/* shipment, points, one order.refund per refund and the final order.refunded */
+	if (refunded && s->events != 3 + ref_rows)
+		sim_addf(buf, len,
+		         "order_events %d, expected %d (shipment, points, %d refund, refunded)",
+		         s->events, 3 + ref_rows, ref_rows);
+	if (!paid && !refunded && s->events != 0)
+		sim_addf(buf, len, "order_events %d, expected 0", s->events);
+	if (k == K_AFTER_CLOSE || k == K_PAID_TWICE) {
+		if (s->rr != 1 || s->rr_match != 1)
+			sim_addf(buf, len,
+			         "refund_requests %d (%d for trade %s and the amount), expected "
+			         "exactly 1",
+			         s->rr, s->rr_match, k == K_PAID_TWICE ? c->trade2 : c->trade);
+	} else if (s->rr != 0) {
+		sim_addf(buf, len, "refund_requests %d, expected 0", s->rr);
+	}
+	judge_rows(c, s, ladder_fits, pay_rows, ref_rows, buf, len);
 }
 
 int

@@ -127,6 +127,54 @@ second_channel(const struct sim_merchant *m, enum sim_ch ch)
 	return ch;
 }
 
+/* plan_single - the kinds of one payment, sent once, with copies, in a window or a storm. */
+static int
+plan_single(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opts *o, int ci,
+            long long s, int lost, uint64_t *rng)
+{
+	struct sim_case *c = &p->cases[ci];
+	/* Drawn before the note, so a seed gives the plan it always gave. */
+	int copies = c->kind == K_DUP ? 1 + (int)sim_rand_below(rng, 3) : 0;
+	int pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng), rc = -1;
+
+	if (pay < 0)
+		return -1;
+	c->e2e_note = c->kind == K_MISMATCH ? -1 : pay;
+	switch (c->kind) {
+	case K_MISMATCH:
+		p->notes[pay].amount = c->amount > 1 ? c->amount - 1 : c->amount + 1;
+		/* fall through */
+	case K_PAY:
+	case K_AFTER_CLOSE:
+	case K_NO_ORDER:
+		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
+		break;
+	case K_DUP:
+		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
+		/* Half the first copies race the original; the rest come later. */
+		for (int k = 0; k < copies && rc >= 0; k++) {
+			long long off = k == 0 && sim_rand_below(rng, 2)
+			                    ? 0
+			                    : (long long)sim_rand_below(rng, SIM_DUP_WINDOW_US);
+			rc = sim_plan_del(p, pay, s + off, -1, 0, 0, 0, rng);
+		}
+		break;
+	case K_INCIDENT:
+		rc = sim_plan_del(p, pay, s, -1, 0, 0, 0, rng);
+		if (rc >= 0)
+			rc = sim_plan_del(p, pay, s + p->window_us / 2, -1, 0, 0, 0, rng);
+		if (rc >= 0)
+			rc = sim_plan_del(p, pay, s + p->window_us, -1, 0, 0, 0, rng);
+		break;
+	default: /* K_STORM */
+		rc = 0;
+		for (int k = 0; k < o->copies && rc >= 0; k++)
+			rc = sim_plan_del(p, pay, s, -1, 0, 0, 1, rng);
+		break;
+	}
+	return rc < 0 ? -1 : 0;
+}
+
 /* plan_case - the notifications and chains of case ci, starting at s. */
 static int
 plan_case(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opts *o, int ci,
@@ -140,47 +188,11 @@ plan_case(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opt
 	case K_PAY:
 	case K_AFTER_CLOSE:
 	case K_NO_ORDER:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
-		c->e2e_note = pay;
-		break;
 	case K_MISMATCH:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		if (pay >= 0)
-			p->notes[pay].amount = c->amount > 1 ? c->amount - 1 : c->amount + 1;
-		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
-		break;
-	case K_DUP: {
-		int copies = 1 + (int)sim_rand_below(rng, 3);
-
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
-		c->e2e_note = pay;
-		/* Half the first copies race the original; the rest come later. */
-		for (int k = 0; k < copies && rc >= 0; k++) {
-			long long off = k == 0 && sim_rand_below(rng, 2)
-			                    ? 0
-			                    : (long long)sim_rand_below(rng, SIM_DUP_WINDOW_US);
-			rc = sim_plan_del(p, pay, s + off, -1, 0, 0, 0, rng);
-		}
-		break;
-	}
+	case K_DUP:
 	case K_INCIDENT:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		c->e2e_note = pay;
-		rc = sim_plan_del(p, pay, s, -1, 0, 0, 0, rng);
-		if (rc >= 0)
-			rc = sim_plan_del(p, pay, s + p->window_us / 2, -1, 0, 0, 0, rng);
-		if (rc >= 0)
-			rc = sim_plan_del(p, pay, s + p->window_us, -1, 0, 0, 0, rng);
-		break;
 	case K_STORM:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		c->e2e_note = pay;
-		rc = 0;
-		for (int k = 0; k < o->copies && rc >= 0; k++)
-			rc = sim_plan_del(p, pay, s, -1, 0, 0, 1, rng);
-		break;
+		return plan_single(p, m, o, ci, s, lost, rng);
 	case K_PAID_TWICE:
 		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
 		pay2 = sim_plan_note(p, m, ci, c->ch2, c->trade2, 0, 1, rng);
