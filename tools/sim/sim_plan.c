@@ -139,6 +139,9 @@ plan_single(struct sim_plan *p, const struct sim_merchant *m, const struct sim_o
 
 	if (pay < 0)
 		return -1;
+	/* Dropped: the channel never sends it; only its ledger knows the payment. */
+	if (c->dropped)
+		return 0;
 	c->e2e_note = c->kind == K_MISMATCH ? -1 : pay;
 	switch (c->kind) {
 	case K_MISMATCH:
@@ -173,6 +176,43 @@ plan_single(struct sim_plan *p, const struct sim_merchant *m, const struct sim_o
 		break;
 	}
 	return rc < 0 ? -1 : 0;
+}
+
+/* api_pick - a channel the API serves and the merchant has, or -1. */
+static int
+api_pick(const struct sim_merchant *m, const struct sim_opts *o)
+{
+	for (int ch = 0; ch < SIM_NCH; ch++)
+		if (o->api_ch[ch] && m->has[ch])
+			return ch;
+	return -1;
+}
+
+/*
+ * plan_api - with --api: the payment paycb must give back goes through a channel the API
+ * serves, so the reconciler can refund it; which payments the channel's ledger holds; and
+ * which payments' notifications are dropped, for the reconciler to find by query.
+ */
+static void
+plan_api(struct sim_case *c, const struct sim_merchant *mm, const struct sim_opts *o, uint64_t *rng)
+{
+	int any = api_pick(mm, o), k = c->kind;
+	int second = k == K_PAID_TWICE || k == K_TWICE_REFUND;
+
+	if (any >= 0 && (k == K_AFTER_CLOSE || k == K_CLOSED_OTHER) && !o->api_ch[c->ch])
+		c->ch = (enum sim_ch)any;
+	if (any >= 0 && k == K_PAID_TWICE && !o->api_ch[c->ch2]) {
+		/* Paid twice on the same channel, with another trade number. */
+		if (!o->api_ch[c->ch])
+			c->ch = (enum sim_ch)any;
+		c->ch2 = o->api_ch[second_channel(mm, c->ch)] ? second_channel(mm, c->ch) : c->ch;
+	}
+	c->api_ledger = o->api_ch[second ? c->ch2 : c->ch] && k != K_NO_ORDER && k != K_MISMATCH &&
+	                k != K_CONNECT;
+	c->api_refund = c->api_ledger && (k == K_AFTER_CLOSE || k == K_CLOSED_OTHER || second) &&
+	                k != K_TWICE_REFUND;
+	c->dropped = k == K_PAY && c->api_ledger && o->dropped_permille > 0 &&
+	             sim_rand_below(rng, 1000) < (uint64_t)o->dropped_permille;
 }
 
 /* plan_case - the notifications and chains of case ci, starting at s. */
@@ -329,6 +369,8 @@ sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const s
 		mm = &m[c->merchant];
 		c->ch = need >= 0 ? (enum sim_ch)need : pick_channel(mm, &rng);
 		c->ch2 = second_channel(mm, c->ch);
+		if (o->api != NULL)
+			plan_api(c, mm, o, &rng);
 		c->e2e_note = -1;
 		snprintf(c->order, sizeof(c->order), "%s-%06d", p->run, i);
 		snprintf(c->currency, sizeof(c->currency), "%s",
@@ -341,8 +383,9 @@ sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const s
 		c->rr_amount = c->amount;
 		c->want_refunded =
 		    c->kind == K_REFUND_PF || c->kind == K_REFUND_FIRST ? c->amount : 0;
-		c->measure_e2e = c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
-		                 c->kind == K_STORM || c->kind == K_PAID_TWICE;
+		c->measure_e2e = (c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
+		                  c->kind == K_STORM || c->kind == K_PAID_TWICE) &&
+		                 !c->dropped;
 		atomic_init(&c->ack_us, 0);
 		/* The storm of a mixed run comes half a second in, amid the other traffic. */
 		if (c->kind == K_STORM && n > 1)

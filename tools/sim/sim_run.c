@@ -2,13 +2,15 @@
  * sim_run - `paycb-sim run`: one scenario from orders to the checked outcome.
  *
  * 1. Load the configuration and the merchants' private keys; plan the scenario.
- * 2. Create the orders as the merchant's order service would.
+ * 2. Create the orders as the merchant's order service would (and, with --api, register
+ *    the payments in the channel API's ledger).
  * 3. Sign every notification (in parallel, before the clock starts, so signing does not
  *    compete with ingest for the CPU while latencies are measured).
  * 4. Deliver: the engine pushes every chain until acknowledged, the poller times ack -> PAID,
  *    and a progress line is printed every second.
  * 5. Settle: check the database every half second until every case is as expected or
- *    --wait runs out, then print the report and every mismatch. Exit 0 only when all held.
+ *    --wait runs out, then print the report and every mismatch (with --api, the channel's
+ *    ledger judges the reconciler's refunds). Exit 0 only when all held.
  */
 #include <errno.h>
 #include <libgen.h>
@@ -101,7 +103,7 @@ progress(const struct sim_stats *st, long long t0, int pending)
 /* expected - what the plan says the outcome table must show. */
 struct expected {
 	long long paid, closed, refunded, refunding, pending, rr, rr_done, dead, rows, copies;
-	long long unroutable;
+	long long unroutable, dropped, api_refunds;
 };
 
 static void
@@ -129,7 +131,9 @@ expect(const struct sim_plan *p, int ladder_fits, int full, struct expected *x)
 			continue;
 		x->rr += k == K_AFTER_CLOSE || k == K_PAID_TWICE || k == K_TWICE_REFUND ||
 		         k == K_CLOSE_REFUND || k == K_CLOSED_OTHER;
-		x->rr_done += k == K_TWICE_REFUND || k == K_CLOSE_REFUND;
+		x->rr_done += k == K_TWICE_REFUND || k == K_CLOSE_REFUND || c->api_refund;
+		x->dropped += c->dropped;
+		x->api_refunds += c->api_refund;
 		x->dead += k == K_MISMATCH || (k == K_NO_ORDER && ladder_fits);
 	}
 }
@@ -217,6 +221,15 @@ report_outcome(const struct sim_opts *o, long long ok, const struct sim_outcome 
 	}
 	if (x->unroutable > 0)
 		row("unroutable notifications kept", r->unroutable, x->unroutable, NULL);
+	if (o->api != NULL && !o->ingest_only) {
+		row("dropped notifications found by query", r->dropped_recovered, x->dropped, NULL);
+		row("payments recovered by query (all)", r->recovered, -1,
+		    "dropped ones, and late ones the query found first");
+		row("refunds the reconciler made, DONE", r->api_refunds_done, x->api_refunds, NULL);
+		row("refunds in the channel's ledger", r->ledger_refunds, -1,
+		    "1 per refund request at the most");
+		row("payments the channel refunded twice", r->ledger_twice, 0, NULL);
+	}
 	printf("  (retry ladder ends after about %lld s: no-order rows %s)\n", ladder_s,
 	       ladder_fits ? "must be dead within the wait" : "may still be pending retry");
 }
@@ -250,6 +263,10 @@ report_kv(const char *kv, struct sim_stats *st, const struct sim_outcome *r, lon
 	sim_report_kv(kv, NULL, "e2e_p999_us", sim_lat_pct(&st->e2e, 999));
 	sim_report_kv(kv, NULL, "e2e_samples", (long long)st->e2e.n);
 	sim_report_kv(kv, NULL, "mismatches", r->mismatches);
+	sim_report_kv(kv, NULL, "recovered_by_query", r->recovered);
+	sim_report_kv(kv, NULL, "reconciler_refunds_done", r->api_refunds_done);
+	sim_report_kv(kv, NULL, "ledger_refunds", r->ledger_refunds);
+	sim_report_kv(kv, NULL, "ledger_refunded_twice", r->ledger_twice);
 	sim_report_kv(kv, NULL, "elapsed_us", elapsed_us);
 	/* The simulator's own CPU time, for the bench's table per component. */
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -383,6 +400,10 @@ run_prepare(struct run *r)
 	}
 	fprintf(stderr, "paycb-sim: %d orders created in %lld ms\n", r->plan.ncases,
 	        (clock_mono_us() - t0) / 1000);
+	if (r->o->api != NULL && sim_ledger_register(r->o, &r->plan, r->m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim: %s\n", err);
+		return EXIT_UNAVAILABLE;
+	}
 	t0 = clock_mono_us();
 	if (presign(&r->plan, r->m) != 0) {
 		fprintf(stderr, "paycb-sim: signing failed\n");
@@ -469,6 +490,9 @@ run_finish(struct run *r)
 	/* The final check prints every mismatch. */
 	if (r->res.mismatches > 0)
 		sim_check(&r->db, &r->plan, r->m, r->nm, r->o, r->ladder_fits, &r->res, stdout);
+	/* The channel's side of the refunds, once the database settled. */
+	if (sim_ledger_check(r->o, &r->plan, r->m, &r->res, stdout) != 0)
+		r->res.mismatches++;
 	if (r->st.gave_up > 0 || r->st.abandoned > 0) {
 		printf("mismatch: %lld delivery chains were never acknowledged (%lld given up by "
 		       "the channel's schedule, %lld still open at the end of --wait)\n",
