@@ -26,7 +26,6 @@
 #include "httpc.h"
 #include "kq.h"
 #include "ladder.h"
-#include "sim.h"
 #include "simapi.h"
 
 #define MARKER "SECRET-BODY-MARKER"
@@ -383,8 +382,7 @@ refund_list_and_show(void **state)
 static int
 rec_conf(char *path, size_t len, char *keys, size_t klen, int port)
 {
-	struct sim_mfiles mf;
-	char base[160], err[512];
+	char base[160], err[512] = "";
 	char *sets[] = {
 	    "reconciler.allow_http=true",       "reconciler.sweep_interval_s=1",
 	    "reconciler.admin_port=0",          "reconciler.lease_s=2",
@@ -393,13 +391,12 @@ rec_conf(char *path, size_t len, char *keys, size_t klen, int port)
 	snprintf(keys, klen, "%s/keys", dir);
 	snprintf(base, sizeof(base), "%s/base.conf", dir);
 	snprintf(path, len, "%s/reconcile.conf", dir);
-	if (sim_keys_make(keys, "ctlrec", 0, &mf, err, sizeof(err)) != 0)
+	if (harness_write_conf(&cf, base, NULL) != 0 ||
+	    simapi_conf(base, keys, "ctlrec", port, sets, 6, path, err, sizeof(err)) != 0) {
+		print_message("# %s\n", err);
 		return -1;
-	snprintf(mf.wx_api_base, sizeof(mf.wx_api_base), "http://127.0.0.1:%d/wx", port);
-	return harness_write_conf(&cf, base, NULL) != 0 ||
-	               sim_conf_write(base, path, &mf, 1, sets, 6, err, sizeof(err)) != 0
-	           ? -1
-	           : 0;
+	}
+	return 0;
 }
 
 /* rec_order - a PENDING order of ctlrec created at `at`, with its reconciliation state. */

@@ -9,6 +9,7 @@
 
 #include "harness.h"
 #include "httpc.h"
+#include "sim.h"
 #include "simapi.h"
 
 int
@@ -120,4 +121,16 @@ simapi_stat(int port, const char *key)
 	v = json_integer_value(json_object_get(j, key));
 	json_decref(j);
 	return v;
+}
+
+int
+simapi_conf(const char *base, const char *keys_dir, const char *merchant, int port,
+            char *const *sets, int nsets, const char *out, char *err, size_t errlen)
+{
+	struct sim_mfiles mf;
+
+	if (sim_keys_make(keys_dir, merchant, 0, &mf, err, errlen) != 0)
+		return -1;
+	snprintf(mf.wx_api_base, sizeof(mf.wx_api_base), "http://127.0.0.1:%d/wx", port);
+	return sim_conf_write(base, out, &mf, 1, sets, nsets, err, errlen);
 }

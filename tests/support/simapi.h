@@ -8,6 +8,13 @@
 
 #include <jansson.h>
 
+/*
+ * Writes out: the configuration base (a file) with merchant as its only merchant, whose
+ * channel keys are made under keys_dir/<merchant>/ and whose WeChat Pay API is the
+ * simulator's on port, plus each of sets ("path=value"). Returns 0 or -1 with err.
+ */
+int simapi_conf(const char *base, const char *keys_dir, const char *merchant, int port,
+                char *const *sets, int nsets, const char *out, char *err, size_t errlen);
 /* Starts `bin/paycb-sim api -c conf --keys keys --port port`, output appended to log, and
  * waits until it answers. Returns the pid or -1. */
 int simapi_start(const char *conf, const char *keys, int port, const char *log);
