@@ -1285,6 +1285,18 @@ invariants_hold_when_quiet(void **state)
 		       q(&db, "refund_requests WHERE status = 'FAILED'"),
 		       simapi_stat(api_port, "refunds_applied"),
 		       simapi_stat(api_port, "refund_posts"));
+		/* What the channel's faults did to the reconcilers' calls (for the record). */
+		{
+			static const char *const outcomes[] = {"outcome=retry", "outcome=unknown",
+			                                       "outcome=forged"};
+			long long v[3] = {0};
+
+			for (int k = 0; k < 3; k++)
+				for (int i = 0; i < 2; i++)
+					v[k] += harness_file_count(recons[i].log, outcomes[k]);
+			printf("# reconciler answers: retry=%lld unknown=%lld forged=%lld\n", v[0],
+			       v[1], v[2]);
+		}
 		assert_int_equal(waiting, 0);
 		assert_int_equal(q(&db, "refund_requests WHERE status = 'FAILED'"), 0);
 	}

@@ -76,18 +76,10 @@ one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 {
 	char trade[64];
 	struct cblog_row r = {
-	    .log = CBLOG_PAY,
-	    .merchant_id = "default",
-	    .channel = "wxpay",
-	    .channel_trade_no = trade,
-	    .out_trade_no = trade,
-	    .event_id = trade,
-	    .event_type = "TRANSACTION.SUCCESS",
-	    .status = "SUCCESS",
-	    .amount = "88.88",
-	    .currency = "CNY",
-	    .body = body,
-	    .body_len = sizeof(body),
+	    .log = CBLOG_PAY, .merchant_id = "default", .channel = "wxpay",
+	    .channel_trade_no = trade, .out_trade_no = trade, .event_id = trade,
+	    .event_type = "TRANSACTION.SUCCESS", .status = "SUCCESS", .amount = "88.88",
+	    .currency = "CNY", .body = body, .body_len = sizeof(body),
 	    .body_sha256 = "0000000000000000000000000000000000000000000000000000000000000000",
 	    .lease_s = 60};
 

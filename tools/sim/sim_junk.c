@@ -51,7 +51,8 @@ sig_b64(char *out, size_t cap, size_t bytes)
 
 /* junk_shaped - one request shaped like a real notification of channel k % 3 */
 static void
-junk_shaped(struct junk_run *j, struct sim_conn *c, unsigned k, long long now, struct sim_answer *a)
+junk_shaped(struct junk_run *j, struct sim_conn *c, unsigned k, long long now,
+            struct sim_answer *a)
 {
 	static const char wx_body[] = "{\"id\":\"junk\",\"event_type\":\"TRANSACTION.SUCCESS\"}";
 	char hdr[1024], sig[400];
@@ -153,12 +154,11 @@ junk_shaped_init(struct junk_run *j, const struct conf *cf)
 	if (j->wx_serial[0] == '\0')
 		return -1;
 	sig_b64(sign, sizeof(sign), 256);
-	len =
-	    (size_t)snprintf(j->ali_shaped, sizeof(j->ali_shaped),
-	                     "app_id=%s&notify_type=trade_status_sync&notify_id=junk&charset=utf-8"
-	                     "&version=1.0&trade_status=TRADE_SUCCESS&total_amount=1.00"
-	                     "&out_trade_no=junk&trade_no=junk&sign_type=RSA2&sign=%s",
-	                     m->alipay.app_id, sign);
+	len = (size_t)snprintf(j->ali_shaped, sizeof(j->ali_shaped),
+	                       "app_id=%s&notify_type=trade_status_sync&notify_id=junk&charset=utf-8"
+	                       "&version=1.0&trade_status=TRADE_SUCCESS&total_amount=1.00"
+	                       "&out_trade_no=junk&trade_no=junk&sign_type=RSA2&sign=%s",
+	                       m->alipay.app_id, sign);
 	for (int i = 0; i < 19 && len + 40 < sizeof(j->ali_shaped); i++)
 		len += (size_t)snprintf(j->ali_shaped + len, sizeof(j->ali_shaped) - len,
 		                        "&extra_%02d=%d", i, i);
@@ -168,9 +168,12 @@ junk_shaped_init(struct junk_run *j, const struct conf *cf)
 int
 sim_junk_main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'}, {"seconds", 1, NULL, 's'},
-	                                   {"report", 1, NULL, 'r'},      {"shaped", 0, NULL, 'S'},
-	                                   {"help", 0, NULL, 'h'},        {NULL, 0, NULL, 0}};
+	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'},
+	                                   {"seconds", 1, NULL, 's'},
+	                                   {"report", 1, NULL, 'r'},
+	                                   {"shaped", 0, NULL, 'S'},
+	                                   {"help", 0, NULL, 'h'},
+	                                   {NULL, 0, NULL, 0}};
 	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
 	struct junk_run j;
 	struct cfg_errors errs;
@@ -229,9 +232,8 @@ sim_junk_main(int argc, char **argv)
 		len += (size_t)snprintf(j.ali + len, cap - len, "&p%03d=%0200d", i, i);
 	j.ali[len] = '\0';
 	if (j.shaped && junk_shaped_init(&j, &cf) != 0) {
-		fprintf(stderr,
-		        "paycb-sim junk: --shaped needs a default merchant with a WeChat Pay "
-		        "key id and an Alipay app id\n");
+		fprintf(stderr, "paycb-sim junk: --shaped needs a default merchant with a WeChat Pay "
+		                "key id and an Alipay app id\n");
 		rc = EXIT_CONFIG;
 		goto done;
 	}

@@ -326,6 +326,48 @@ kinds_for(const char *scenario, int n, enum sim_kind *out, uint64_t *rng)
 	return -1;
 }
 
+/* case_init - case i's merchant, channels, identifiers and amount (its kind is set). */
+static int
+case_init(struct sim_plan *p, const struct sim_merchant *m, int nm, const struct sim_opts *o, int i,
+          uint64_t *rng, char *err, size_t errlen)
+{
+	struct sim_case *c = &p->cases[i];
+	const struct sim_merchant *mm;
+	int need;
+
+	c->merchant = (int)sim_rand_below(rng, (uint64_t)nm);
+	if ((need = sim_kind_channel(c->kind)) >= 0) {
+		/* A channel's own behaviour: a merchant that has that channel. */
+		for (int k = 0; k < nm && !m[c->merchant].has[need]; k++)
+			c->merchant = (c->merchant + 1) % nm;
+		if (!m[c->merchant].has[need]) {
+			snprintf(err, errlen, "%s needs a merchant with %s", sim_kind_name(c->kind),
+			         sim_ch_name((enum sim_ch)need));
+			return -1;
+		}
+	}
+	mm = &m[c->merchant];
+	c->ch = need >= 0 ? (enum sim_ch)need : pick_channel(mm, rng);
+	c->ch2 = second_channel(mm, c->ch);
+	if (o->api != NULL)
+		plan_api(c, mm, o, rng);
+	c->e2e_note = -1;
+	snprintf(c->order, sizeof(c->order), "%s-%06d", p->run, i);
+	snprintf(c->currency, sizeof(c->currency), "%s", c->ch == SIM_STRIPE ? "USD" : "CNY");
+	/* 1.00 to 999.99; refunds in part need at least two minor units. */
+	c->amount = 100 + (int64_t)sim_rand_below(rng, 99900);
+	trade_no(c->trade, sizeof(c->trade), c->ch, p->run, i, 0);
+	trade_no(c->trade2, sizeof(c->trade2), c->ch2, p->run, i, 1);
+	/* What the refund kinds change is set by their planning. */
+	c->rr_amount = c->amount;
+	c->want_refunded = c->kind == K_REFUND_PF || c->kind == K_REFUND_FIRST ? c->amount : 0;
+	c->measure_e2e = (c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
+	                  c->kind == K_STORM || c->kind == K_PAID_TWICE) &&
+	                 !c->dropped;
+	atomic_init(&c->ack_us, 0);
+	return 0;
+}
+
 int
 sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const struct sim_opts *o,
                char *err, size_t errlen)
@@ -350,43 +392,11 @@ sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const s
 	p->ncases = n;
 	for (int i = 0; i < n; i++) {
 		struct sim_case *c = &p->cases[i];
-		const struct sim_merchant *mm;
-		int need;
 		long long s = o->rate > 0 ? (long long)i * 1000000LL / o->rate : 0;
 
 		c->kind = kinds[i];
-		c->merchant = (int)sim_rand_below(&rng, (uint64_t)nm);
-		if ((need = sim_kind_channel(c->kind)) >= 0) {
-			/* A channel's own behaviour: a merchant that has that channel. */
-			for (int k = 0; k < nm && !m[c->merchant].has[need]; k++)
-				c->merchant = (c->merchant + 1) % nm;
-			if (!m[c->merchant].has[need]) {
-				snprintf(err, errlen, "%s needs a merchant with %s",
-				         sim_kind_name(c->kind), sim_ch_name((enum sim_ch)need));
-				goto done;
-			}
-		}
-		mm = &m[c->merchant];
-		c->ch = need >= 0 ? (enum sim_ch)need : pick_channel(mm, &rng);
-		c->ch2 = second_channel(mm, c->ch);
-		if (o->api != NULL)
-			plan_api(c, mm, o, &rng);
-		c->e2e_note = -1;
-		snprintf(c->order, sizeof(c->order), "%s-%06d", p->run, i);
-		snprintf(c->currency, sizeof(c->currency), "%s",
-		         c->ch == SIM_STRIPE ? "USD" : "CNY");
-		/* 1.00 to 999.99; refunds in part need at least two minor units. */
-		c->amount = 100 + (int64_t)sim_rand_below(&rng, 99900);
-		trade_no(c->trade, sizeof(c->trade), c->ch, p->run, i, 0);
-		trade_no(c->trade2, sizeof(c->trade2), c->ch2, p->run, i, 1);
-		/* What the refund kinds change is set by their planning. */
-		c->rr_amount = c->amount;
-		c->want_refunded =
-		    c->kind == K_REFUND_PF || c->kind == K_REFUND_FIRST ? c->amount : 0;
-		c->measure_e2e = (c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
-		                  c->kind == K_STORM || c->kind == K_PAID_TWICE) &&
-		                 !c->dropped;
-		atomic_init(&c->ack_us, 0);
+		if (case_init(p, m, nm, o, i, &rng, err, errlen) != 0)
+			goto done;
 		/* The storm of a mixed run comes half a second in, amid the other traffic. */
 		if (c->kind == K_STORM && n > 1)
 			s = 500 * 1000;
