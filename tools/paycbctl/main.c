@@ -13,7 +13,7 @@
  *   paycbctl [-c FILE] refund show ID
  *   paycbctl [-c FILE] [--actor NAME] order close MERCHANT ORDER...
  *   paycbctl [-c FILE] [--actor NAME] reconcile --merchant M --from T --to T [--dry-run]
- *            [--wait [S]]
+ *            [--wait[=S]]
  *
  * It reads the daemons' configuration file and reports configuration errors like them (exit
  * 78). Exit codes are listed in paycbctl.h.
@@ -52,7 +52,7 @@ usage(FILE *fp)
 	    "  refund show ID                one refund request, with its alerts and approval\n"
 	    "  order close MERCHANT ORDER... close PENDING orders; the reconciler closes them\n"
 	    "                                at the channels (audited)\n"
-	    "  reconcile --merchant M --from T --to T [--dry-run] [--wait [S]]\n"
+	    "  reconcile --merchant M --from T --to T [--dry-run] [--wait[=S]]\n"
 	    "                                query the PENDING orders created in [T, T) at the\n"
 	    "                                channels now (audited); --wait follows the "
 	    "reconciler\n\n"

@@ -1,6 +1,6 @@
 /*
  * paycbctl_reconcile - `paycbctl reconcile --merchant M --from T1 --to T2 [--dry-run]
- * [--wait [S]]`: a reconciliation of a time window by hand (docs/paycbctl.md).
+ * [--wait[=S]]`: a reconciliation of a time window by hand (docs/paycbctl.md).
  *
  * It makes the merchant's PENDING orders created in [T1, T2) due for a reconciliation query
  * now: one conditional UPDATE (status still PENDING) sets their recon_next_at to the moment
