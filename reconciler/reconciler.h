@@ -72,6 +72,7 @@ struct recon_metrics {
 	struct metric *calls[RECON_NCH][RECON_NEP][5]; /* by enum chan_outcome */
 	struct metric *latency[RECON_NCH][RECON_NEP];
 	struct metric *refunds[4]; /* gauges: REQUESTED, SUBMITTED, DONE, FAILED */
+	struct metric *stuck;      /* gauge: unsettled requests past the ladder (refund_stuck) */
 	struct metric *transitions[4];
 	struct metric *recovered;
 	struct metric *closed;

@@ -46,6 +46,11 @@ recon_metrics_init(void)
 		m->refunds[k] =
 		    metrics_gauge("paycb_reconciler_refunds", "refund requests by state", l);
 	}
+	m->stuck =
+	    metrics_gauge("paycb_reconciler_refunds_stuck",
+	                  "refund requests still REQUESTED or SUBMITTED past the last step of "
+	                  "reconciler.refund_ladder_s (each raised refund_stuck)",
+	                  "");
 	for (int k = 0; k < 4; k++) {
 		snprintf(l, sizeof(l), "to=\"%s\"", states[k]);
 		m->transitions[k] =

@@ -464,5 +464,16 @@ recon_refund_gauges(struct reconciler *r)
 		return -1;
 	for (int k = 0; k < 4; k++)
 		metrics_set(recon_mx.refunds[k], v[k]);
+	/* Past the ladder: the rows that raised their refund_stuck alert and are not settled. */
+	{
+		struct db_out n = DBO_I64();
+
+		if (db_query(&r->db,
+		             "SELECT COUNT(*) FROM refund_requests WHERE status IN ('REQUESTED', "
+		             "'SUBMITTED') AND alerted_at IS NOT NULL",
+		             NULL, 0, &n, 1, NULL, NULL, &rows) != DB_OK)
+			return -1;
+		metrics_set(recon_mx.stuck, n.i);
+	}
 	return 0;
 }

@@ -31,6 +31,18 @@
  * events reached the topic in commit order. The figures end with lost = 0, doubled = 0,
  * wrong = 0, unalarmed = 0, letters_doubled = 0 and reordered = 0.
  *
+ * The outbound side runs too: two paycb-reconcilers against the simulator's channel API
+ * (`paycb-sim api`, WeChat Pay) for a merchant of the simulator's keys, "recon": payments the
+ * channel took but never notified (the reconciler must find them by query), and refund
+ * requests of second payments and payments after close (written as the processor writes
+ * them) that the reconciler must refund. Its faults: a reconciler killed, and the channel
+ * API's own all through the load (every 2 to 4 s, a few of each): 5xx, 429 with Retry-After,
+ * answers slower than the call's timeout (UNKNOWN), a refund applied and its answer dropped,
+ * forged answers. The channel's ledger is the judge:
+ * every refund request refunded exactly once; every payment found paid; and no refund
+ * request is left REQUESTED longer than the refund ladder without its refund_stuck alert
+ * (the other merchant has no API credentials, so its requests wait, alerted).
+ *
  * PAYCB_CHAOS_SECONDS (default 40) sets the load time, PAYCB_CHAOS_SEED replays a run and
  * PAYCB_CHAOS_BROKERS=3 runs it on three brokers; `make chaos` runs it for 10 minutes.
  */
@@ -53,6 +65,8 @@
 #include "chan.h"
 #include "fixtures.h"
 #include "harness.h"
+#include "httpc.h"
+#include "simapi.h"
 #include "topics.h"
 #include "kq.h"
 #include "ladder.h"
@@ -99,12 +113,31 @@ enum kind {
 	K_CLOSED_REFUND,
 	K_ALI_CUMULATIVE,
 	K_WX_PARTIAL_CLOSED,
+	/* The reconciler's (merchant "recon", WeChat Pay through the simulator's channel API):
+	 * paid at the channel, never notified; a second payment's refund request; a payment
+	 * after close's refund request. */
+	K_LOST,
+	K_RR_TWICE,
+	K_RR_CLOSED,
 	K_NKINDS
 };
-static const char *const kind_names[] = {
-    "normal", "closed",   "twice",           "mismatch",          "forged",
-    "refund", "partial",  "wx_abnormal",     "both_families",     "twice_refund",
-    "reversed", "closed_refund", "ali_cumulative", "wx_partial_closed"};
+static const char *const kind_names[] = {"normal",
+                                         "closed",
+                                         "twice",
+                                         "mismatch",
+                                         "forged",
+                                         "refund",
+                                         "partial",
+                                         "wx_abnormal",
+                                         "both_families",
+                                         "twice_refund",
+                                         "reversed",
+                                         "closed_refund",
+                                         "ali_cumulative",
+                                         "wx_partial_closed",
+                                         "lost_notification",
+                                         "reconciler_refund_twice",
+                                         "reconciler_refund_closed"};
 enum fault {
 	F_KILL_INGEST,
 	F_KILL_PROCESSOR,
@@ -119,14 +152,15 @@ enum fault {
 	F_RETRY_GONE,
 	F_FUTURE,
 	F_LADDER,
+	F_KILL_RECONCILER,
 	F_BROKER_DRAIN, /* three brokers only */
 	F_NFAULTS
 };
 static const char *const fault_names[] = {
-    "kill_ingest",  "kill_processor", "kill_retrier",          "term_processor",
-    "term_retrier", "join_leave",     "kafka_restart",         "db_restart",
-    "row_locks",    "dlq_unwritable", "retry_topic_recreated", "future_stamped",
-    "ladder_drift", "broker_drain"};
+    "kill_ingest",  "kill_processor",  "kill_retrier",          "term_processor",
+    "term_retrier", "join_leave",      "kafka_restart",         "db_restart",
+    "row_locks",    "dlq_unwritable",  "retry_topic_recreated", "future_stamped",
+    "ladder_drift", "kill_reconciler", "broker_drain"};
 
 struct job {
 	enum kind kind;
@@ -156,7 +190,14 @@ static struct job *jobs;
 static int njobs;
 static atomic_int next_job, stop_load, sent, acked, refused_forged;
 static int faults[F_NFAULTS];
-static struct daemon ingests[NINGEST], procs[4], retriers[2];
+static struct daemon ingests[NINGEST], procs[4], retriers[2], recons[2];
+/* The simulator's channel API: its port and pid, and the reconcilers' configuration. */
+static int api_port, api_pid = -1;
+static char recon_conf[300];
+/* The reconcilers' refund ladder (seconds) and lease, as recon_conf sets them. */
+#define RECON_LADDER   "[1, 2, 4]"
+#define RECON_LADDER_S 7
+#define RECON_LEASE_S  3
 static pthread_mutex_t daemons_mu = PTHREAD_MUTEX_INITIALIZER;
 static long long t_start;
 /* Kafka brokers (1, or 3 for a cluster), the bootstrap list, and the other ladder's config. */
@@ -236,13 +277,23 @@ wx_refund(const struct job *j, struct chan_note *n, const char *id, long long fe
 static int
 ali_refund(const struct job *j, struct chan_note *n, const char *biz, const char *fee, int full)
 {
-	const char *k[] = {"notify_time", "notify_type", "notify_id",    "app_id",
-	                   "charset",     "version",     "trade_no",     "out_trade_no",
+	const char *k[] = {"notify_time",  "notify_type",  "notify_id",  "app_id",
+	                   "charset",      "version",      "trade_no",   "out_trade_no",
 	                   "trade_status", "total_amount", "out_biz_no", "refund_fee",
 	                   "gmt_refund"};
-	const char *v[] = {"2026-12-02 10:05:00", "trade_status_sync", biz,  "2021000000000001",
-	                   "utf-8", "1.0", j->trade[0], j->order, full ? "TRADE_CLOSED" : "TRADE_SUCCESS",
-	                   "10.00", biz, fee, "2026-12-02 10:05:00"};
+	const char *v[] = {"2026-12-02 10:05:00",
+	                   "trade_status_sync",
+	                   biz,
+	                   "2021000000000001",
+	                   "utf-8",
+	                   "1.0",
+	                   j->trade[0],
+	                   j->order,
+	                   full ? "TRADE_CLOSED" : "TRADE_SUCCESS",
+	                   "10.00",
+	                   biz,
+	                   fee,
+	                   "2026-12-02 10:05:00"};
 
 	return chan_ali_note(n, K.ali_key, k, v, 13);
 }
@@ -301,7 +352,7 @@ build(const struct job *j, int which, struct chan_note *n)
 	switch (j->channel) {
 	case 0:
 		return chan_wx_pay(&K, n, j->order, trade, fen, K.wx_cert_key, K.wx_serial,
-				   time(NULL));
+		                   time(NULL));
 	case 1:
 		return chan_ali_pay(n, j->order, trade, amount, K.ali_key);
 	default:
@@ -310,7 +361,7 @@ build(const struct job *j, int which, struct chan_note *n)
 }
 
 static const char *const paths[] = {"/pay/callback/wxpay", "/pay/callback/alipay",
-				    "/pay/callback/stripe"};
+                                    "/pay/callback/stripe"};
 
 /* Sends one notification until the channel's success answer, as a channel does. */
 static void
@@ -327,7 +378,7 @@ deliver(struct job *j, int which)
 			n.body[n.len / 2] ^= 1; /* a forgery: the signature cannot match */
 		atomic_fetch_add(&sent, 1);
 		int rc = chan_post(ports[(which + j->copies + (int)(j - jobs)) % NINGEST],
-				   paths[j->channel], &n, &r);
+		                   paths[j->channel], &n, &r);
 		free(n.body);
 		if (j->kind == K_FORGED) {
 			if (rc == 0 && r.status >= 400 && r.status < 500)
@@ -335,13 +386,66 @@ deliver(struct job *j, int which)
 			if (rc == 0 && r.status != 0 && r.status != 503)
 				return;
 		} else if (rc == 0 && r.status >= 200 && r.status < 300 &&
-			   (j->channel != 1 || strcmp(r.body, "success") == 0)) {
+		           (j->channel != 1 || strcmp(r.body, "success") == 0)) {
 			atomic_store(&j->acked[which], 1);
 			atomic_fetch_add(&acked, 1);
 			return;
 		}
 		usleep(100 * 1000); /* a channel's re-push, compressed */
 	}
+}
+
+/* recon_sql - one statement of a reconciler job, retried while the database restarts. */
+static int
+recon_sql(struct db *db, const char *sql, const struct db_in *in, int nin, long long deadline)
+{
+	while (harness_now_ms() < deadline) {
+		if (db_exec(db, sql, in, nin, NULL, NULL) == DB_OK)
+			return 0;
+		usleep(200 * 1000);
+	}
+	return -1;
+}
+
+/*
+ * recon_job - what the channel and the merchant hold for a reconciler job, in that order: the
+ * payment in the channel's ledger, then the order (and the refund request the processor
+ * would have written). acked[0] says it was all written; only then is it judged.
+ */
+static void
+recon_job(struct job *j)
+{
+	long long deadline = harness_now_ms() + 60000;
+	const char *paid = j->kind == K_RR_TWICE ? j->trade[1] : j->trade[0];
+	const char *status = j->kind == K_LOST       ? "PENDING"
+	                     : j->kind == K_RR_TWICE ? "PAID"
+	                                             : "CLOSED";
+	const char *trade = j->kind == K_RR_TWICE ? j->trade[0] : "";
+	struct db_in oin[4] = {DBI_STR(j->order), DBI_STR(status), DBI_STR(status), DBI_STR(trade)};
+	struct db_in rin[3] = {DBI_STR(paid), DBI_STR(j->order),
+	                       DBI_STR(j->kind == K_RR_TWICE ? "paid_twice" : "paid_after_close")};
+	struct db db;
+	int ok = 0;
+
+	while (simapi_order(api_port, "recon", j->order, 1000, "CNY", "PAID", paid) != 0)
+		if (harness_now_ms() >= deadline)
+			return;
+	if (db_open(&db, &cf.db) != DB_OK)
+		return;
+	ok = recon_sql(&db,
+	               "INSERT INTO orders (merchant_id, out_trade_no, amount, currency, status, "
+	               "channel, channel_trade_no) VALUES ('recon', ?, 10.00, 'CNY', ?, "
+	               "IF(? = 'PAID', 'wxpay', NULL), NULLIF(?, ''))",
+	               oin, 4, deadline) == 0;
+	if (ok && j->kind != K_LOST)
+		ok = recon_sql(
+		         &db,
+		         "INSERT INTO refund_requests (merchant_id, channel, channel_trade_no, "
+		         "out_trade_no, amount, currency, reason) VALUES ('recon', 'wxpay', ?, "
+		         "?, 10.00, 'CNY', ?)",
+		         rin, 3, deadline) == 0;
+	db_close(&db);
+	atomic_store(&j->acked[0], ok);
 }
 
 static void *
@@ -358,6 +462,10 @@ sender(void *arg)
 		long long due = t_start + (long long)i * load_seconds * 1000 / njobs;
 		while (harness_now_ms() < due && !atomic_load(&stop_load))
 			usleep(10 * 1000);
+		if (j->kind >= K_LOST) {
+			recon_job(j);
+			continue;
+		}
 		for (int c = 0; c < j->copies; c++)
 			deliver(j, 0);
 		/* The rest in turn: each is sent once the one before was acknowledged. */
@@ -380,9 +488,10 @@ hold_locks(void)
 		return;
 	}
 	db_begin(&db);
-	db_exec(&db, "SELECT id FROM orders WHERE status = 'PENDING' ORDER BY id DESC LIMIT 100 "
-		     "FOR UPDATE",
-		NULL, 0, NULL, NULL);
+	db_exec(&db,
+	        "SELECT id FROM orders WHERE status = 'PENDING' ORDER BY id DESC LIMIT 100 "
+	        "FOR UPDATE",
+	        NULL, 0, NULL, NULL);
 	sleep(7);
 	db_rollback(&db);
 	db_close(&db);
@@ -398,7 +507,6 @@ wall_ms(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
-
 
 /* create_topic - creates topic again; right after a deletion the broker refuses the name
  * for a moment, so it tries until it may. */
@@ -571,6 +679,9 @@ inject(enum fault f)
 		if (services("mariadb.sh kill") != 0 || services("mariadb.sh up") != 0)
 			atomic_fetch_add(&fault_errors, 1);
 		break;
+	case F_KILL_RECONCILER:
+		restart(&recons[rand() % 2], SIGKILL);
+		break;
 	default:
 		break;
 	}
@@ -602,6 +713,30 @@ inject(enum fault f)
 	}
 	faults[f]++;
 	printf("# fault %s at +%llds\n", fault_names[f], (harness_now_ms() - t_start) / 1000);
+}
+
+/*
+ * channel_weather - the channel API's own faults go on all through the load: every 2 to 4 s
+ * the next requests fail in each of its ways (a few of each), on a generator of its own.
+ */
+static __attribute__((unused)) void *
+channel_weather(void *arg)
+{
+	unsigned r = seed ^ 0x5eedu;
+
+	(void)arg;
+	while (!atomic_load(&stop_load)) {
+		char what[160];
+
+		snprintf(what, sizeof(what),
+		         "e5xx=%d&e429=%d&slow=%d&slow_ms=2500&drop=%d&forge=%d",
+		         1 + rand_r(&r) % 3, 1 + rand_r(&r) % 3, 1 + rand_r(&r) % 2,
+		         1 + rand_r(&r) % 2, 1 + rand_r(&r) % 3);
+		if (simapi_post(api_port, "/_sim/fault", what) != 0)
+			atomic_fetch_add(&fault_errors, 1);
+		usleep((useconds_t)(2000 + rand_r(&r) % 2000) * 1000);
+	}
+	return NULL;
 }
 
 static __attribute__((unused)) void *
@@ -685,8 +820,8 @@ add_partitions_under_load(void)
 	ev = rd_kafka_queue_poll(qu, 30000);
 	assert_non_null(ev);
 	assert_null(rd_kafka_event_error_string(ev) && rd_kafka_event_error(ev)
-			? rd_kafka_event_error_string(ev)
-			: NULL);
+	                ? rd_kafka_event_error_string(ev)
+	                : NULL);
 	rd_kafka_event_destroy(ev);
 	rd_kafka_NewPartitions_destroy(np);
 	rd_kafka_queue_destroy(qu);
@@ -728,7 +863,7 @@ processors_shared_the_partitions(void **state)
 static void
 load_with_faults(void **state)
 {
-	pthread_t s[8], inj;
+	pthread_t s[8], inj, weather;
 	struct db db;
 
 	(void)state;
@@ -736,30 +871,33 @@ load_with_faults(void **state)
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
 		struct db_in in[3] = {DBI_STR(j->order), DBI_STR(j->channel == 2 ? "USD" : "CNY"),
-				      DBI_STR(j->kind == K_CLOSED || j->kind == K_CLOSED_REFUND
-				                      ? "CLOSED"
-				                      : "PENDING")};
-		if (j->kind == K_FORGED)
+		                      DBI_STR(j->kind == K_CLOSED || j->kind == K_CLOSED_REFUND
+		                                  ? "CLOSED"
+		                                  : "PENDING")};
+		if (j->kind == K_FORGED || j->kind >= K_LOST)
 			continue;
-		assert_int_equal(db_exec(&db, "INSERT INTO orders (merchant_id, out_trade_no, amount, "
-					      "currency, status) VALUES ('default', ?, 10.00, ?, ?)",
-					 in, 3, NULL, NULL),
-				 DB_OK);
+		assert_int_equal(db_exec(&db,
+		                         "INSERT INTO orders (merchant_id, out_trade_no, amount, "
+		                         "currency, status) VALUES ('default', ?, 10.00, ?, ?)",
+		                         in, 3, NULL, NULL),
+		                 DB_OK);
 	}
 	db_close(&db);
 	t_start = harness_now_ms();
 	for (int i = 0; i < 8; i++)
 		pthread_create(&s[i], NULL, sender, NULL);
 #ifdef PAYCB_SCALEOUT
-	(void)inj;
+	(void)inj, (void)weather;
 	add_partitions_under_load();
 	atomic_store(&stop_load, 1);
 	for (int i = 0; i < 8; i++)
 		pthread_join(s[i], NULL);
 #else
 	pthread_create(&inj, NULL, injector, NULL);
+	pthread_create(&weather, NULL, channel_weather, NULL);
 	pthread_join(inj, NULL);
 	atomic_store(&stop_load, 1);
+	pthread_join(weather, NULL);
 	for (int i = 0; i < 8; i++)
 		pthread_join(s[i], NULL);
 	for (int f = 0; f < F_NFAULTS; f++)
@@ -787,7 +925,10 @@ quiet(void *arg)
 	       chan_rows(db, "refund_callback_log WHERE status = 0") == 0 &&
 	       chan_rows(db, "order_events WHERE sent_at IS NULL") == 0 &&
 	       chan_rows(db, "pay_callback_log WHERE status = 2 AND dlq_sent_at IS NULL") == 0 &&
-	       chan_rows(db, "refund_callback_log WHERE status = 2 AND dlq_sent_at IS NULL") == 0;
+	       chan_rows(db, "refund_callback_log WHERE status = 2 AND dlq_sent_at IS NULL") == 0 &&
+	       chan_rows(db, "refund_requests WHERE merchant_id = 'recon' AND status <> 'DONE'") ==
+	           0 &&
+	       chan_rows(db, "orders WHERE merchant_id = 'recon' AND status = 'PENDING'") == 0;
 }
 
 /* What one order must end with, by the kind of its job. */
@@ -847,6 +988,13 @@ want_of(enum kind k, struct want *w)
 		 * PAID with nothing refunded, and its events add up to that. */
 		*w = (struct want){"PAID", 0, 1, 0, 1, 0, 1, 1, 0, NULL};
 		break;
+	case K_RR_TWICE:
+		/* The order was PAID by its first payment before the test began (no events). */
+		*w = (struct want){"PAID", 0, 0, 0, 0, 0, 0, 0, 1, "DONE"};
+		break;
+	case K_RR_CLOSED:
+		*w = (struct want){"CLOSED", 0, 0, 0, 0, 0, 0, 0, 1, "DONE"};
+		break;
 	default:
 		break;
 	}
@@ -901,12 +1049,13 @@ on_event_type(void *arg, struct db_out *o)
 /* order_facts - the order's status and refunded amount, its events by type and its refund
  * requests (those in status rr_status counted apart). */
 static void
-order_facts(struct db *db, const char *order, const char *rr_status, struct facts *f)
+order_facts(struct db *db, const char *merchant, const char *order, const char *rr_status,
+            struct facts *f)
 {
 	char st[16] = "", amount[48] = "0.00", trade[129] = "", type[48], sum[48];
-	struct db_in in[1] = {DBI_STR(order)};
+	struct db_in in[2] = {DBI_STR(merchant), DBI_STR(order)};
 	struct db_out oo[3] = {DBO_STR(st, sizeof(st)), DBO_STR(amount, sizeof(amount)),
-			       DBO_STR(trade, sizeof(trade))};
+	                       DBO_STR(trade, sizeof(trade))};
 	struct db_out eo[3] = {DBO_STR(type, sizeof(type)), DBO_I64(), DBO_STR(sum, sizeof(sum))};
 	struct db_out ro[2] = {DBO_STR(st, sizeof(st)), DBO_I64()};
 	unsigned long long n = 0;
@@ -915,8 +1064,8 @@ order_facts(struct db *db, const char *order, const char *rr_status, struct fact
 	assert_int_equal(db_query(db,
 	                          "SELECT CAST(status AS CHAR), CAST(refunded_amount AS CHAR), "
 	                          "IFNULL(channel_trade_no, '') FROM orders WHERE "
-	                          "merchant_id = 'default' AND out_trade_no = ?",
-	                          in, 1, oo, 3, NULL, NULL, &n),
+	                          "merchant_id = ? AND out_trade_no = ?",
+	                          in, 2, oo, 3, NULL, NULL, &n),
 	                 DB_OK);
 	snprintf(f->status, sizeof(f->status), "%s", n ? st : "missing");
 	snprintf(f->trade, sizeof(f->trade), "%s", n ? trade : "");
@@ -925,21 +1074,20 @@ order_facts(struct db *db, const char *order, const char *rr_status, struct fact
 	    db_query(db,
 	             "SELECT event_type, COUNT(*), CAST(IFNULL(SUM(CAST(JSON_UNQUOTE(JSON_EXTRACT("
 	             "payload, '$.amount')) AS DECIMAL(18,2))), 0) AS CHAR) FROM order_events "
-	             "WHERE merchant_id = 'default' AND out_trade_no = ? GROUP BY event_type",
-	             in, 1, eo, 3, on_event_type, f, &n),
+	             "WHERE merchant_id = ? AND out_trade_no = ? GROUP BY event_type",
+	             in, 2, eo, 3, on_event_type, f, &n),
 	    DB_OK);
 	for (int k = 0; k < 4; k++) {
 		static const char *const sts[] = {"REQUESTED", "SUBMITTED", "DONE", "FAILED"};
-		struct db_in rin[2] = {DBI_STR(order), DBI_STR(sts[k])};
+		struct db_in rin[3] = {DBI_STR(merchant), DBI_STR(order), DBI_STR(sts[k])};
 		unsigned long long c = 0;
 
-		assert_int_equal(
-		    db_query(db,
-		             "SELECT status, COUNT(*) FROM refund_requests WHERE "
-		             "merchant_id = 'default' AND out_trade_no = ? AND status = ? "
-		             "GROUP BY status",
-		             rin, 2, ro, 2, NULL, NULL, &c),
-		    DB_OK);
+		assert_int_equal(db_query(db,
+		                          "SELECT status, COUNT(*) FROM refund_requests WHERE "
+		                          "merchant_id = ? AND out_trade_no = ? AND status = ? "
+		                          "GROUP BY status",
+		                          rin, 3, ro, 2, NULL, NULL, &c),
+		                 DB_OK);
 		if (c == 0)
 			continue;
 		f->rr += (int)ro[1].i;
@@ -984,6 +1132,45 @@ note_has_row(struct db *db, const struct job *j, int w)
 	       n > 0;
 }
 
+/*
+ * recon_judge - a reconciler job by the channel's ledger: a refund request refunded exactly
+ * once, of its amount (a second refund is a doubled effect); a lost payment found by exactly
+ * one query and reserved once.
+ */
+static void
+recon_judge(struct db *db, const struct job *j, long long *doubled, long long *wrong)
+{
+	long long refunded = -1, n = -1, posts = -1, found;
+
+	if (j->kind == K_LOST) {
+		struct db_in in[1] = {DBI_STR(j->order)};
+
+		found =
+		    harness_query_i64(db,
+		                      "SELECT COUNT(*) FROM pay_callback_log WHERE merchant_id = "
+		                      "'recon' AND out_trade_no = ? AND source = 'query'",
+		                      in, 1);
+		if (found != 1) {
+			printf("# wrong: lost payment %s found by %lld queries\n", j->order, found);
+			(*wrong)++;
+		}
+		return;
+	}
+	if (simapi_ledger(api_port, "recon", j->order, &refunded, &n, &posts) != 0) {
+		printf("# wrong: order %s has no ledger at the channel\n", j->order);
+		(*wrong)++;
+		return;
+	}
+	if (n > 1)
+		*doubled += n - 1;
+	if (n != 1 || refunded != 1000) {
+		printf("# wrong: order %s refunded %lld in %lld refunds (%lld posts) at the "
+		       "channel, expected 1000 in 1\n",
+		       j->order, refunded, n, posts);
+		(*wrong)++;
+	}
+}
+
 static void
 invariants_hold_when_quiet(void **state)
 {
@@ -1015,7 +1202,17 @@ invariants_hold_when_quiet(void **state)
 		if (j->kind == K_FORGED)
 			continue;
 		want_of(j->kind, &w);
-		order_facts(&db, j->order, w.rr_status, &f);
+		order_facts(&db, j->kind >= K_LOST ? "recon" : "default", j->order, w.rr_status,
+		            &f);
+		if (j->kind >= K_LOST) {
+			/* Written by the test (or not, when the database stayed away): judged only
+			 * when all of it was, and then by the channel's ledger too. */
+			if (!atomic_load(&j->acked[0])) {
+				unsent++;
+				continue;
+			}
+			recon_judge(&db, j, &doubled, &wrong);
+		}
 		/*
 		 * Of two payments the first applied is the order's payment. The ordering guard
 		 * keeps that the first received, but when both failed (the database away) their
@@ -1025,7 +1222,7 @@ invariants_hold_when_quiet(void **state)
 		 */
 		if (j->kind == K_TWICE_REFUND && strcmp(f.trade, j->trade[1]) == 0) {
 			w = (struct want){"REFUNDED", 1000, 1, 1, 1, 1, 1, 0, 1, "REQUESTED"};
-			order_facts(&db, j->order, w.rr_status, &f);
+			order_facts(&db, "default", j->order, w.rr_status, &f);
 			swapped++;
 		}
 		/* An effect applied more than once. */
@@ -1082,6 +1279,45 @@ invariants_hold_when_quiet(void **state)
 	assert_int_equal(q(&db, "refund_callback_log WHERE status = 0"), 0);
 	assert_int_equal(q(&db, "pay_callback_log WHERE out_trade_no LIKE 'FORGED%'"), 0);
 	assert_int_equal(q(&db, "order_events WHERE sent_at IS NULL"), 0);
+	{
+		/* No refund request waits past the ladder unalarmed: past its last step (plus
+		 * leases and the slack of the faults) it has its refund_stuck alert. */
+		struct db_in in[1] = {DBI_I64(RECON_LADDER_S + 2 * RECON_LEASE_S + 20)};
+		long long waiting = harness_query_i64(
+		    &db,
+		    "SELECT COUNT(*) FROM refund_requests r WHERE r.status = 'REQUESTED' AND "
+		    "r.created_at < NOW(3) - INTERVAL ? SECOND AND (r.alerted_at IS NULL OR NOT "
+		    "EXISTS (SELECT 1 FROM alerts a WHERE a.kind = 'refund_stuck' AND "
+		    "a.merchant_id = r.merchant_id AND a.out_trade_no = r.out_trade_no))",
+		    in, 1);
+		long long alerted =
+		    q(&db, "refund_requests WHERE status = 'REQUESTED' AND alerted_at IS NOT NULL");
+
+		printf("# refunds: requested_unalarmed=%lld requested_alerted=%lld done=%lld "
+		       "failed=%lld channel_refunds=%lld channel_refund_posts=%lld\n",
+		       waiting, alerted, q(&db, "refund_requests WHERE status = 'DONE'"),
+		       q(&db, "refund_requests WHERE status = 'FAILED'"),
+		       simapi_stat(api_port, "refunds_applied"),
+		       simapi_stat(api_port, "refund_posts"));
+		/* What the channel's faults did to the reconcilers' calls (for the record). */
+		{
+			static const char *const outcomes[] = {"outcome=retry", "outcome=unknown",
+			                                       "outcome=forged"};
+			long long v[3] = {0};
+
+			for (int k = 0; k < 3; k++)
+				for (int i = 0; i < 2; i++)
+					v[k] += harness_file_count(recons[i].log, outcomes[k]);
+			printf("# reconciler answers: retry=%lld unknown=%lld forged=%lld\n", v[0],
+			       v[1], v[2]);
+#ifndef PAYCB_SCALEOUT
+			/* The channel's faults reached the reconcilers (or the run says little). */
+			assert_true(v[1] + v[2] > 0);
+#endif
+		}
+		assert_int_equal(waiting, 0);
+		assert_int_equal(q(&db, "refund_requests WHERE status = 'FAILED'"), 0);
+	}
 	db_close(&db);
 }
 
@@ -1351,8 +1587,49 @@ daemons_drain_and_exit_zero(void **state)
 		assert_int_equal(harness_stop(procs[i].pid, SIGTERM, 30000), 0);
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(harness_stop(retriers[i].pid, SIGTERM, 30000), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(harness_stop(recons[i].pid, SIGTERM, 30000), 0);
 	memset(procs, 0, sizeof(procs));
 	memset(retriers, 0, sizeof(retriers));
+	memset(recons, 0, sizeof(recons));
+}
+
+/*
+ * setup_reconcilers - the merchant "recon" with the simulator's keys, its channel API and two
+ * reconcilers. Their configuration is the pipeline's with "recon" as the only merchant (the
+ * processors need no merchant to apply its rows; the simulator needs every merchant's keys).
+ */
+static int
+setup_reconcilers(void)
+{
+	char keys[300], log[300], err[512];
+	char *sets[] = {"reconciler.allow_http=true", "reconciler.sweep_interval_s=1",
+	                "reconciler.admin_port=0",    "reconciler.refund_ladder_s=" RECON_LADDER,
+	                "reconciler.lease_s=3",       "reconciler.total_timeout_ms=1000",
+	                "reconciler.rate_per_s=200",  "reconciler.query_steps_s=[2, 4, 8, 16, 32]"};
+
+	api_port = httpc_free_port();
+	snprintf(keys, sizeof(keys), "%s/simkeys", K.dir);
+	snprintf(recon_conf, sizeof(recon_conf), "%s/reconciler.conf", K.dir);
+	if (simapi_conf(conf_path, keys, "recon", api_port, sets, 8, recon_conf, err,
+	                sizeof(err)) != 0)
+		goto fail;
+	snprintf(log, sizeof(log), "%s/channel-api.log", K.dir);
+	if ((api_pid = simapi_start(recon_conf, keys, api_port, log)) <= 0) {
+		snprintf(err, sizeof(err), "the channel API did not come up (%s)", log);
+		goto fail;
+	}
+	for (int i = 0; i < 2; i++) {
+		recons[i].bin = "bin/paycb-reconciler";
+		snprintf(recons[i].conf, sizeof(recons[i].conf), "%s", recon_conf);
+		snprintf(recons[i].log, sizeof(recons[i].log), "%s/reconciler-%d.log", K.dir, i);
+		if ((recons[i].pid = harness_spawn(recons[i].bin, recon_conf, recons[i].log)) < 0)
+			return -1;
+	}
+	return 0;
+fail:
+	printf("# reconcilers: %s\n", err);
+	return -1;
 }
 
 static int
@@ -1361,7 +1638,7 @@ setup_pipeline(void)
 	char env[512], merchants[4096], extra[4608];
 
 	seed = getenv("PAYCB_CHAOS_SEED") ? (unsigned)atoi(getenv("PAYCB_CHAOS_SEED"))
-					  : (unsigned)time(NULL);
+	                                  : (unsigned)time(NULL);
 	load_seconds = getenv("PAYCB_CHAOS_SECONDS") ? atoi(getenv("PAYCB_CHAOS_SECONDS")) : 40;
 	srand(seed);
 	printf("# %s seed %u (replay with PAYCB_CHAOS_SEED=%u)\n", TAG, seed, seed);
@@ -1469,8 +1746,8 @@ setup_pipeline(void)
 		snprintf(retriers[i].log, sizeof(retriers[i].log), "%s/retrier-%d.log", K.dir, i);
 	}
 	for (int i = 0; i < NINGEST; i++)
-		if ((ingests[i].pid = chan_spawn_ingest(ingests[i].conf, ingests[i].log,
-							admin_ports[i])) < 0)
+		if ((ingests[i].pid =
+		         chan_spawn_ingest(ingests[i].conf, ingests[i].log, admin_ports[i])) < 0)
 			return -1;
 	for (int i = 0; i < 3; i++)
 		if ((procs[i].pid = harness_spawn(procs[i].bin, conf_path, procs[i].log)) < 0)
@@ -1479,30 +1756,44 @@ setup_pipeline(void)
 		if ((retriers[i].pid = harness_spawn(retriers[i].bin, conf_path, retriers[i].log)) <
 		    0)
 			return -1;
+	if (setup_reconcilers() != 0)
+		return -1;
 	printf("# logs under %s\n", K.dir);
 
 	njobs = load_seconds * 12;
 	jobs = calloc((size_t)njobs, sizeof(*jobs));
 	for (int i = 0; i < njobs; i++) {
 		struct job *j = &jobs[i];
-		int r = rand() % 29;
-		static const enum kind by_draw[] = {
-		    K_CLOSED,   K_TWICE,         K_MISMATCH,       K_FORGED,
-		    K_REFUND,   K_PARTIAL,       K_WX_ABNORMAL,    K_BOTH,
-		    K_TWICE_REFUND, K_REVERSED, K_CLOSED_REFUND, K_ALI_CUMULATIVE,
-		    K_WX_PARTIAL_CLOSED};
+		int r = rand() % 32;
+		static const enum kind by_draw[] = {K_CLOSED,
+		                                    K_TWICE,
+		                                    K_MISMATCH,
+		                                    K_FORGED,
+		                                    K_REFUND,
+		                                    K_PARTIAL,
+		                                    K_WX_ABNORMAL,
+		                                    K_BOTH,
+		                                    K_TWICE_REFUND,
+		                                    K_REVERSED,
+		                                    K_CLOSED_REFUND,
+		                                    K_ALI_CUMULATIVE,
+		                                    K_WX_PARTIAL_CLOSED,
+		                                    K_LOST,
+		                                    K_RR_TWICE,
+		                                    K_RR_CLOSED};
 		j->kind = r < (int)(sizeof(by_draw) / sizeof(by_draw[0])) ? by_draw[r] : K_NORMAL;
 		/* The Stripe refund kinds are Stripe's, the ABNORMAL, CLOSED and paid-after-close
 		 * ones WeChat Pay's, the cumulative one Alipay's. */
 		j->channel = j->kind == K_WX_ABNORMAL || j->kind == K_CLOSED_REFUND ||
-		                     j->kind == K_WX_PARTIAL_CLOSED
+		                     j->kind == K_WX_PARTIAL_CLOSED || j->kind >= K_LOST
 		                 ? 0
 		             : j->kind == K_ALI_CUMULATIVE ? 1
 		             : j->kind == K_REFUND || j->kind == K_PARTIAL || j->kind == K_BOTH ||
 		                     j->kind == K_TWICE_REFUND || j->kind == K_REVERSED
 		                 ? 2
 		                 : rand() % 3;
-		j->nnotes = j->kind == K_TWICE || j->kind == K_REFUND || j->kind == K_PARTIAL ||
+		j->nnotes = j->kind >= K_LOST ? 0
+		            : j->kind == K_TWICE || j->kind == K_REFUND || j->kind == K_PARTIAL ||
 		                    j->kind == K_CLOSED_REFUND
 		                ? 2
 		            : j->kind == K_WX_ABNORMAL || j->kind == K_BOTH ||
@@ -1512,12 +1803,15 @@ setup_pipeline(void)
 		                : 1;
 		j->copies = 1 + rand() % 3;
 		snprintf(j->order, sizeof(j->order), "%s%d-%d",
-			 j->kind == K_FORGED ? "FORGED" : "C", getpid(), i);
+		         j->kind == K_FORGED ? "FORGED"
+		         : j->kind >= K_LOST ? "R"
+		                             : "C",
+		         getpid(), i);
 		snprintf(j->trade[0], sizeof(j->trade[0]), "%s%d-%d-a",
-			 j->channel == 2 ? "pi_" : "T", getpid(), i);
+		         j->channel == 2 ? "pi_" : "T", getpid(), i);
 		/* The second: a payment (paid twice), or the refund's id. */
 		snprintf(j->trade[1], sizeof(j->trade[1]), "%s%d-%d-b",
-		         j->kind == K_TWICE || j->kind == K_TWICE_REFUND
+		         j->kind == K_TWICE || j->kind == K_TWICE_REFUND || j->kind >= K_LOST
 		             ? (j->channel == 2 ? "pi_" : "T")
 		         : j->channel == 2 ? "re_"
 		                           : "5030",
@@ -1555,6 +1849,11 @@ main(void)
 	for (int i = 0; i < NINGEST; i++)
 		if (ingests[i].pid > 0)
 			harness_stop(ingests[i].pid, SIGKILL, 5000);
+	for (int i = 0; i < 2; i++)
+		if (recons[i].pid > 0)
+			harness_stop(recons[i].pid, SIGKILL, 5000);
+	if (api_pid > 0)
+		harness_stop(api_pid, SIGTERM, 10000);
 	harness_teardown(&cf);
 	chan_keys_free(&K);
 	if (nbrokers == 3) {

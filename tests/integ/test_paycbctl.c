@@ -3,7 +3,9 @@
  * a raw body; a replay of a dead row resets it, publishes it on the first retry step's topic
  * (never the main topic) and writes an audit row; a replay of a done row changes nothing and
  * says so; a dry run changes nothing but is audited; --all replays a time window; errors
- * exit like the daemons' (78 for configuration, 64 for usage).
+ * exit like the daemons' (78 for configuration, 64 for usage); `reconcile` makes a window's
+ * PENDING orders due for a query now, and two real reconcilers against the simulator's
+ * channel API query each once and recover the payments the channel has.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,13 +16,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixtures.h"
 #include "harness.h"
+#include "httpc.h"
 #include "kq.h"
 #include "ladder.h"
+#include "simapi.h"
 
 #define MARKER "SECRET-BODY-MARKER"
 
@@ -337,6 +343,155 @@ errors_exit_like_the_daemons(void **state)
 	assert_non_null(strstr(out, "no such callback"));
 }
 
+/* refund_list_and_show - a request in the list by status, and shown with its alert. */
+static void
+refund_list_and_show(void **state)
+{
+	unsigned long long id = 0;
+	char detail[160], ref[32];
+
+	(void)state;
+	assert_int_equal(
+	    db_exec(&tdb,
+	            "INSERT INTO refund_requests (merchant_id, channel, "
+	            "channel_trade_no, out_trade_no, amount, currency, reason, status, "
+	            "last_error) VALUES ('m1', 'wxpay', 'T-rr-show', 'ctl-rr', "
+	            "'7.50', 'CNY', 'paid_twice', 'FAILED', 'NOT_ENOUGH')",
+	            NULL, 0, NULL, &id),
+	    DB_OK);
+	snprintf(detail, sizeof(detail), "refund request %llu (7.50 CNY wxpay) failed", id);
+	assert_int_equal(db_exec(&tdb,
+	                         "INSERT INTO alerts (kind, merchant_id, out_trade_no, detail) "
+	                         "VALUES ('refund_failed', 'm1', 'ctl-rr', ?)",
+	                         (struct db_in[]){DBI_STR(detail)}, 1, NULL, NULL),
+	                 DB_OK);
+	snprintf(ref, sizeof(ref), "rr%llu ", id);
+	assert_int_equal(ctl(NULL, "refund list --status failed"), 0);
+	assert_non_null(strstr(out, ref));
+	assert_non_null(strstr(out, "NOT_ENOUGH"));
+	assert_int_equal(ctl(NULL, "refund list --status requested --limit 1000"), 0);
+	assert_null(strstr(out, ref));
+	assert_int_equal(ctl(NULL, "refund show rr%llu", id), 0);
+	assert_non_null(strstr(out, "paid_twice"));
+	assert_non_null(strstr(out, "refund_failed"));
+	assert_int_equal(ctl(NULL, "refund show rr99999999"), 1);
+	assert_int_equal(ctl(NULL, "refund list --status nope"), 64);
+}
+
+/* rec_conf - a configuration with merchant ctlrec whose WeChat Pay API is the simulator. */
+static int
+rec_conf(char *path, size_t len, char *keys, size_t klen, int port)
+{
+	char base[160], err[512] = "";
+	char *sets[] = {
+	    "reconciler.allow_http=true",       "reconciler.sweep_interval_s=1",
+	    "reconciler.admin_port=0",          "reconciler.lease_s=2",
+	    "reconciler.total_timeout_ms=1000", "reconciler.query_steps_s=[3600, 7200]"};
+
+	snprintf(keys, klen, "%s/keys", dir);
+	snprintf(base, sizeof(base), "%s/base.conf", dir);
+	snprintf(path, len, "%s/reconcile.conf", dir);
+	if (harness_write_conf(&cf, base, NULL) != 0 ||
+	    simapi_conf(base, keys, "ctlrec", port, sets, 6, path, err, sizeof(err)) != 0) {
+		print_message("# %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* rec_order - a PENDING order of ctlrec created at `at`, with its reconciliation state. */
+static void
+rec_order(const char *order, const char *at, int step, const char *next)
+{
+	assert_int_equal(fx_order(&tdb, "ctlrec", order, "12.34", "CNY", "PENDING"), 0);
+	assert_int_equal(fx_countf(&cf,
+	                           "SELECT COUNT(*) FROM orders WHERE merchant_id = 'ctlrec' AND "
+	                           "out_trade_no = '%s'",
+	                           order),
+	                 1);
+	{
+		struct db_in in[4] = {DBI_STR(at), DBI_I64(step), next ? DBI_STR(next) : DBI_NULL,
+		                      DBI_STR(order)};
+
+		assert_int_equal(db_exec(&tdb,
+		                         "UPDATE orders SET created_at = ?, recon_step = ?, "
+		                         "recon_next_at = ? WHERE merchant_id = 'ctlrec' AND "
+		                         "out_trade_no = ?",
+		                         in, 4, NULL, NULL),
+		                 DB_OK);
+	}
+}
+
+static long long
+query_rows(const char *order)
+{
+	return fx_countf(&cf,
+	                 "SELECT COUNT(*) FROM pay_callback_log WHERE merchant_id = 'ctlrec' AND "
+	                 "out_trade_no = '%s' AND source = 'query'",
+	                 order);
+}
+
+/*
+ * reconcile_window_by_hand - orders A (paid at the channel), B (not paid) and D (paid, past
+ * the last step) were created in the window, C (paid) before it; none is due by itself. The
+ * command makes A, B and D due; two reconcilers query each, recover A and D, leave C alone.
+ */
+static void
+reconcile_window_by_hand(void **state)
+{
+	const char *win = "--merchant ctlrec --from '2001-02-03 04:00' --to '2001-02-03 05:00'";
+	char rconf[160], keys[160], log[200], o[4][48];
+	int port = httpc_free_port(), api, r1, r2;
+
+	(void)state;
+	assert_int_equal(rec_conf(rconf, sizeof(rconf), keys, sizeof(keys), port), 0);
+	snprintf(log, sizeof(log), "%s/sim-api.log", dir);
+	assert_true((api = simapi_start(rconf, keys, port, log)) > 0);
+	for (int i = 0; i < 4; i++) {
+		snprintf(o[i], sizeof(o[i]), "rec%c-%d", 'A' + i, (int)getpid());
+		if (i != 1)
+			assert_int_equal(
+			    simapi_order(port, "ctlrec", o[i], 1234, "CNY", "PAID", NULL), 0);
+	}
+	rec_order(o[0], "2001-02-03 04:05:06", 0, "2099-01-01 00:00:00");
+	rec_order(o[1], "2001-02-03 04:30:00", 0, "2099-01-01 00:00:00");
+	rec_order(o[2], "2001-02-03 03:00:00", 2, NULL);
+	rec_order(o[3], "2001-02-03 04:59:59.999", 2, NULL);
+	assert_int_equal(ctl(NULL, "-c %s reconcile %s --dry-run", rconf, win), 0);
+	assert_non_null(strstr(out, "dry run: 3 PENDING orders would be queried"));
+	snprintf(log, sizeof(log), "%s/reconciler.log", dir);
+	assert_true((r1 = harness_spawn("bin/paycb-reconciler", rconf, log)) > 0);
+	assert_true((r2 = harness_spawn("bin/paycb-reconciler", rconf, log)) > 0);
+	assert_int_equal(ctl(NULL, "-c %s reconcile %s --wait=60", rconf, win), 0);
+	print_message("%s", out);
+	assert_non_null(strstr(out, "3 PENDING orders due for a reconciliation query"));
+	assert_non_null(strstr(out, "queried 3 of 3"));
+	assert_non_null(strstr(out, "3 orders queried: 2 found paid (2 recovered by the query"));
+	assert_int_equal(query_rows(o[0]), 1);
+	assert_int_equal(query_rows(o[1]), 0);
+	assert_int_equal(query_rows(o[2]), 0);
+	assert_int_equal(query_rows(o[3]), 1);
+	assert_int_equal(fx_countf(&cf,
+	                           "SELECT COUNT(*) FROM orders WHERE out_trade_no = '%s' AND "
+	                           "recon_step = 2 AND recon_next_at IS NULL",
+	                           o[2]),
+	                 1);
+	assert_int_equal(fx_countf(&cf,
+	                           "SELECT COUNT(*) FROM audit_log WHERE action = 'reconcile' AND "
+	                           "target = 'orders:ctlrec|2001-02-03 04:00:00.000..2001-02-03 "
+	                           "05:00:00.000' AND dry_run = %d",
+	                           0),
+	                 1);
+	assert_int_equal(harness_stop(r1, SIGTERM, 20000), 0);
+	assert_int_equal(harness_stop(r2, SIGTERM, 20000), 0);
+	assert_int_equal(harness_stop(api, SIGTERM, 10000), 0);
+	/* The tool's refusals: an unknown merchant, a window that ends before it starts. */
+	assert_int_equal(ctl(NULL, "-c %s reconcile --merchant nobody --from 1h --to now", rconf),
+	                 1);
+	assert_int_equal(ctl(NULL, "-c %s reconcile --merchant ctlrec --from now --to 1h", rconf),
+	                 64);
+}
+
 int
 main(void)
 {
@@ -347,6 +502,8 @@ main(void)
 	    cmocka_unit_test(dry_run_changes_nothing_but_is_audited),
 	    cmocka_unit_test(replay_all_takes_the_window),
 	    cmocka_unit_test(errors_exit_like_the_daemons),
+	    cmocka_unit_test(refund_list_and_show),
+	    cmocka_unit_test(reconcile_window_by_hand),
 	};
 	char cmd[128];
 	int rc;

@@ -10,7 +10,11 @@
 #   3. ingest, a processor and a retrier: each scenario at a small size (the refund and
 #      edge-state ones of issue 16 with two to four orders), channel time compressed 600x,
 #      ladder 1 1 2 s, must exit 0.
-#   4. SIGTERM stops every daemon with status 0.
+#   4. the reconciler against the simulator's channel API (`paycb-sim api`): payments whose
+#      notification is dropped must be found by query (and are reported missing while no
+#      reconciler runs), and the refunds of paid-after-close, paid-twice and
+#      closed-other-amount payments are made once, as the channel's ledger shows (--api).
+#   5. SIGTERM stops every daemon with status 0.
 #
 # Own database paycb_test_sim_$$, topic prefix and consumer group tsim$$, free ports: it runs
 # beside the demo and the other tests. TAP output. About 60 s (longer in the sanitizer build).
@@ -67,18 +71,23 @@ sim() {
 }
 
 INGEST=$(pl_free_port) INGEST_ADMIN=$(pl_free_port) PROC_ADMIN=$(pl_free_port)
-RETRIER_ADMIN=$(pl_free_port)
+RETRIER_ADMIN=$(pl_free_port) RECON_ADMIN=$(pl_free_port) API_PORT=$(pl_free_port)
+API="http://127.0.0.1:$API_PORT"
 pl_init "$T"
 
 # ---- 1. keys and configuration --------------------------------------------------------
 rc=0
-OUT=$(bin/paycb-sim keys --out "$T/keys" --conf "$CONF" --base "$BASE" \
+OUT=$(bin/paycb-sim keys --out "$T/keys" --conf "$CONF" --base "$BASE" --api "$API" \
 	--set "database.name=$DB" --set "kafka.topic_prefix=tsim$$" --set "kafka.group_id=tsim$$" \
 	--set "ingest.listen_port=$INGEST" --set "ingest.admin_port=$INGEST_ADMIN" \
 	--set ingest.max_inflight=1024 --set ingest.max_unverified=1024 \
 	--set 'retry.ladder_s=[1, 1, 2]' --set retry.initial_lease_s=3 \
 	--set retry.lease_margin_s=1 --set retrier.sweep_interval_s=1 \
-	--set "retrier.admin_port=$RETRIER_ADMIN" --set "processor.admin_port=$PROC_ADMIN" 2>&1) || rc=$?
+	--set "retrier.admin_port=$RETRIER_ADMIN" --set "processor.admin_port=$PROC_ADMIN" \
+	--set reconciler.allow_http=true --set reconciler.sweep_interval_s=1 \
+	--set "reconciler.admin_port=$RECON_ADMIN" --set 'reconciler.query_steps_s=[2, 30]' \
+	--set 'reconciler.refund_ladder_s=[1, 1, 2]' --set reconciler.lease_s=5 \
+	--set reconciler.total_timeout_ms=2000 2>&1) || rc=$?
 check "keys: generated with a configuration (exit $rc)" test "$rc" -eq 0
 ((rc == 0)) || diag "$OUT"
 check "keys: the daemons accept the configuration" bash -c "bin/paycb-ingest -n -c '$CONF' >/dev/null"
@@ -149,8 +158,36 @@ sim "connect-foreign: kept unroutable, the order never PAID" 0 \
 sim "lost acknowledgements: re-pushed, absorbed" 0 --scenario duplicates --orders 30 --lost 500 --wait 60
 sim "mixed: 300 orders, every edge case" 0 --scenario mixed --orders 300 --wait 90
 
-# ---- 4. orderly stop --------------------------------------------------------------------
-for d in ingest processor retrier; do
+# ---- 4. the reconciler and the channel API ---------------------------------------------
+check "the channel API starts" pl_start_api channel-api "$CONF" "$API_PORT"
+# dropped FOUND|WANT - the report's row of dropped notifications found by query.
+dropped() {
+	sed -n "s/^  dropped notifications found by query  *\([0-9]*\)  *\([0-9]*\) .*/\1 \2/p" <<<"$OUT"
+}
+# Of 30 payments on three channels, the WeChat Pay ones (the API's channel) are all dropped.
+sim "without a reconciler, dropped notifications are reported unfound" 1 \
+	--scenario load --orders 30 --api "$API" --dropped 1000 --wait 5
+read -r found want <<<"$(dropped)"
+check "... all $want of them, each named as a mismatch" \
+	test "${found:-x}" = 0 -a "${want:-0}" -gt 0 -a \
+	"$(grep -c "^mismatch: order .*found by the reconciler's query 0, expected 1" <<<"$OUT")" = "${want:-0}"
+check "reconciler starts" pl_start reconciler "$CONF" paycb-reconciler "$RECON_ADMIN"
+sim "dropped notifications: the reconciler finds every payment by query" 0 \
+	--scenario load --orders 30 --api "$API" --dropped 1000 --wait 60
+read -r found want <<<"$(dropped)"
+check "... and reports them recovered ($found of $want)" \
+	test "${want:-0}" -gt 0 -a "${found:-x}" = "${want:-0}"
+sim "paid-after-close: the reconciler refunds the payment once (the ledger judges)" 0 \
+	--scenario paid-after-close --orders 3 --api "$API" --wait 60
+sim "paid-twice: the reconciler refunds the second payment once" 0 \
+	--scenario paid-twice --orders 3 --api "$API" --wait 60
+sim "closed-other-amount: the reconciler refunds the amount paid" 0 \
+	--scenario closed-other-amount --orders 2 --api "$API" --wait 60
+check "... and the channel refunded nothing twice" \
+	grep -q '^  payments the channel refunded twice  *0  *0 ' <<<"$OUT"
+
+# ---- 5. orderly stop --------------------------------------------------------------------
+for d in ingest processor retrier reconciler channel-api; do
 	pl_stop "$d" 30
 	check "$d stops on SIGTERM with status 0 (status $PL_STATUS)" test "$PL_STATUS" -eq 0
 done

@@ -60,9 +60,11 @@ int ctl_cmd_show(struct ctl *c, int argc, char **argv);
 /* paycbctl_replay.c */
 int ctl_cmd_replay(struct ctl *c, int argc, char **argv);
 
-/* paycbctl_refund.c: `refund approve ID...` (audited). */
+/* paycbctl_refund.c: `refund approve ID...` (audited), `refund list`, `refund show ID`. */
 int ctl_cmd_refund(struct ctl *c, int argc, char **argv);
 /* paycbctl_order.c: `order close MERCHANT ORDER...` (audited). */
 int ctl_cmd_order(struct ctl *c, int argc, char **argv);
+/* paycbctl_reconcile.c: `reconcile --merchant M --from T --to T` (audited), [--wait]. */
+int ctl_cmd_reconcile(struct ctl *c, int argc, char **argv);
 
 #endif

@@ -32,14 +32,15 @@ usage(FILE *fp)
 {
 	fprintf(fp,
 	        "usage: paycb-sim COMMAND [OPTIONS]\n\n"
-	        "  keys --out DIR --conf FILE [--base CONF] [--merchants N] [--set PATH=VALUE]...\n"
+	        "  keys --out DIR --conf FILE [--base CONF] [--merchants N] [--api URL]\n"
+	        "        [--set PATH=VALUE]...\n"
 	        "        generate the channels' keys of N merchants (default 2: default, shop2)\n"
 	        "        into DIR and write the full paycb configuration FILE\n"
 	        "  conf --base CONF --out FILE [--set PATH=VALUE]...\n"
 	        "  run -c CONF --scenario NAME [--keys DIR] [--orders N] [--concurrency C]\n"
 	        "        [--seed S] [--compress F] [--wait S] [--rate R] [--lost PERMILLE]\n"
 	        "        [--copies N] [--timeout-ms MS] [--ingest-only] [--progress]\n"
-	        "        [--report FILE]\n"
+	        "        [--report FILE] [--api URL [--api-channels LIST] [--dropped PERMILLE]]\n"
 	        "  dbceiling -c CONF [--shape reserve|process] [--concurrency C] [--count N]\n"
 	        "  drain -c CONF (--mark | --after-id ID --count N) [--wait S]\n"
 	        "  junk -c CONF [--concurrency C] [--seconds S] [--report FILE]\n"
@@ -59,8 +60,9 @@ cmd_keys(int argc, char **argv)
 {
 	static const struct option lo[] = {{"out", 1, NULL, 'o'},  {"conf", 1, NULL, 'c'},
 	                                   {"base", 1, NULL, 'b'}, {"merchants", 1, NULL, 'm'},
-	                                   {"set", 1, NULL, 's'},  {NULL, 0, NULL, 0}};
-	const char *out = NULL, *conf = NULL, *base = NULL;
+	                                   {"set", 1, NULL, 's'},  {"api", 1, NULL, 'a'},
+	                                   {NULL, 0, NULL, 0}};
+	const char *out = NULL, *conf = NULL, *base = NULL, *api = NULL;
 	char *sets[SIM_MAX_SETS], err[4096];
 	struct sim_mfiles *f = NULL;
 	int nm = 2, nsets = 0, opt, rc = EXIT_USAGE;
@@ -83,13 +85,16 @@ cmd_keys(int argc, char **argv)
 			if (nsets < SIM_MAX_SETS)
 				sets[nsets++] = optarg;
 			break;
+		case 'a':
+			api = optarg;
+			break;
 		default:
 			goto done;
 		}
 	}
 	if (out == NULL || conf == NULL || nm < 1 || nm > 50 || optind != argc) {
 		fprintf(stderr, "usage: paycb-sim keys --out DIR --conf FILE [--base CONF] "
-		                "[--merchants N] [--set PATH=VALUE]...\n");
+		                "[--merchants N] [--api URL] [--set PATH=VALUE]...\n");
 		goto done;
 	}
 	rc = EXIT_SOFTWARE;
@@ -106,6 +111,9 @@ cmd_keys(int argc, char **argv)
 			fprintf(stderr, "paycb-sim keys: %s\n", err);
 			goto done;
 		}
+		/* The channel API paycb-reconciler calls: the simulator's (`api`). */
+		if (api != NULL)
+			snprintf(f[i].wx_api_base, sizeof(f[i].wx_api_base), "%s/wx", api);
 	}
 	if (sim_conf_write(base, conf, f, nm, sets, nsets, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim keys: %s\n", err);
@@ -174,24 +182,98 @@ number(const char *s, long long lo, long long hi, long long *out)
 	return 0;
 }
 
+/* run_opt - one option of `run` into o; returns non-zero when its value is bad. */
+static int
+run_opt(struct sim_opts *o, int opt, const char *arg)
+{
+	long long v = 0;
+	int bad = 0;
+
+	switch (opt) {
+	case 'c':
+		o->conf = arg;
+		break;
+	case 'S':
+		o->scenario = arg;
+		break;
+	case 'k':
+		o->keys_dir = arg;
+		break;
+	case 'n':
+		bad = number(arg, 1, 10000000, &v);
+		o->orders = (int)v;
+		break;
+	case 'C':
+		bad = number(arg, 1, 4096, &v);
+		o->concurrency = (int)v;
+		break;
+	case 'e':
+		bad = number(arg, 0, 1LL << 62, &v);
+		o->seed = (uint64_t)v;
+		break;
+	case 'x':
+		bad = number(arg, 1, 100000, &v);
+		o->compress = v;
+		break;
+	case 'w':
+		bad = number(arg, 1, 86400, &v);
+		o->wait_s = (int)v;
+		break;
+	case 'r':
+		bad = number(arg, 0, 1000000, &v);
+		o->rate = (int)v;
+		break;
+	case 'l':
+		bad = number(arg, 0, 1000, &v);
+		o->lost_permille = (int)v;
+		break;
+	case 'y':
+		bad = number(arg, 1, 10000, &v);
+		o->copies = (int)v;
+		break;
+	case 't':
+		bad = number(arg, 100, 600000, &v);
+		o->timeout_ms = (int)v;
+		break;
+	case 'i':
+		o->ingest_only = 1;
+		break;
+	case 'p':
+		o->progress = 1;
+		break;
+	case 'R':
+		o->report = arg;
+		break;
+	case 'A':
+		o->api = arg;
+		break;
+	case 'H':
+		bad = sim_api_channels(o, arg);
+		break;
+	case 'D':
+		bad = number(arg, 0, 1000, &v);
+		o->dropped_permille = (int)v;
+		break;
+	default:
+		bad = 1;
+		break;
+	}
+	return bad;
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
-	static const struct option lo[] = {{"scenario", 1, NULL, 'S'},
-	                                   {"keys", 1, NULL, 'k'},
-	                                   {"orders", 1, NULL, 'n'},
-	                                   {"concurrency", 1, NULL, 'C'},
-	                                   {"seed", 1, NULL, 'e'},
-	                                   {"compress", 1, NULL, 'x'},
-	                                   {"wait", 1, NULL, 'w'},
-	                                   {"rate", 1, NULL, 'r'},
-	                                   {"lost", 1, NULL, 'l'},
-	                                   {"copies", 1, NULL, 'y'},
-	                                   {"timeout-ms", 1, NULL, 't'},
-	                                   {"ingest-only", 0, NULL, 'i'},
-	                                   {"progress", 0, NULL, 'p'},
-	                                   {"report", 1, NULL, 'R'},
-	                                   {NULL, 0, NULL, 0}};
+	static const struct option lo[] = {
+	    {"scenario", 1, NULL, 'S'},   {"keys", 1, NULL, 'k'},
+	    {"orders", 1, NULL, 'n'},     {"concurrency", 1, NULL, 'C'},
+	    {"seed", 1, NULL, 'e'},       {"compress", 1, NULL, 'x'},
+	    {"wait", 1, NULL, 'w'},       {"rate", 1, NULL, 'r'},
+	    {"lost", 1, NULL, 'l'},       {"copies", 1, NULL, 'y'},
+	    {"timeout-ms", 1, NULL, 't'}, {"ingest-only", 0, NULL, 'i'},
+	    {"progress", 0, NULL, 'p'},   {"report", 1, NULL, 'R'},
+	    {"api", 1, NULL, 'A'},        {"api-channels", 1, NULL, 'H'},
+	    {"dropped", 1, NULL, 'D'},    {NULL, 0, NULL, 0}};
 	struct sim_opts o = {.conf = getenv("PAYCB_CONF"),
 	                     .orders = 100,
 	                     .concurrency = 16,
@@ -202,71 +284,14 @@ cmd_run(int argc, char **argv)
 	                     .timeout_ms = 10000,
 	                     .lost_permille = -1,
 	                     .max_mismatches = 50};
-	long long v = 0;
 	int opt, bad = 0;
 
-	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			o.conf = optarg;
-			break;
-		case 'S':
-			o.scenario = optarg;
-			break;
-		case 'k':
-			o.keys_dir = optarg;
-			break;
-		case 'n':
-			bad |= number(optarg, 1, 10000000, &v);
-			o.orders = (int)v;
-			break;
-		case 'C':
-			bad |= number(optarg, 1, 4096, &v);
-			o.concurrency = (int)v;
-			break;
-		case 'e':
-			bad |= number(optarg, 0, 1LL << 62, &v);
-			o.seed = (uint64_t)v;
-			break;
-		case 'x':
-			bad |= number(optarg, 1, 100000, &v);
-			o.compress = v;
-			break;
-		case 'w':
-			bad |= number(optarg, 1, 86400, &v);
-			o.wait_s = (int)v;
-			break;
-		case 'r':
-			bad |= number(optarg, 0, 1000000, &v);
-			o.rate = (int)v;
-			break;
-		case 'l':
-			bad |= number(optarg, 0, 1000, &v);
-			o.lost_permille = (int)v;
-			break;
-		case 'y':
-			bad |= number(optarg, 1, 10000, &v);
-			o.copies = (int)v;
-			break;
-		case 't':
-			bad |= number(optarg, 100, 600000, &v);
-			o.timeout_ms = (int)v;
-			break;
-		case 'i':
-			o.ingest_only = 1;
-			break;
-		case 'p':
-			o.progress = 1;
-			break;
-		case 'R':
-			o.report = optarg;
-			break;
-		default:
-			bad = 1;
-			break;
-		}
-	}
-	if (bad || o.conf == NULL || o.scenario == NULL || optind != argc) {
+	/* The channels `paycb-sim api` serves unless --api-channels says otherwise. */
+	o.api_ch[SIM_WX] = 1;
+	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1)
+		bad |= run_opt(&o, opt, optarg);
+	if (bad || o.conf == NULL || o.scenario == NULL || optind != argc ||
+	    (o.dropped_permille > 0 && o.api == NULL)) {
 		fprintf(stderr, "paycb-sim run: need -c CONF and --scenario NAME; bad or missing "
 		                "option (see paycb-sim --help)\n");
 		return EXIT_USAGE;

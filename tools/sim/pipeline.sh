@@ -11,6 +11,8 @@
 #   pl_init DIR                         set up DIR/log and DIR/run
 #   pl_start NAME CONF PROGRAM [PORT]   start bin/PROGRAM -c CONF; with PORT wait for its
 #                                       admin listener's /healthz (else for the process)
+#   pl_start_api NAME CONF PORT         start `bin/paycb-sim api` (the channels' API the
+#                                       reconciler calls) and wait until it answers
 #   pl_ready PORT [TIMEOUT_S]           wait for /readyz (database and Kafka answer)
 #   pl_stop NAME [TIMEOUT_S]            SIGTERM, wait; SIGKILL after the deadline; the exit
 #                                       status lands in PL_STATUS when NAME is our child
@@ -94,6 +96,27 @@ pl_start() {
 	done
 	echo "pipeline: $name did not answer on port $port within 30 s (see $log)" >&2
 	return 1
+}
+
+pl_start_api() {
+	local name=$1 conf=$2 port=$3 log pid deadline
+	log="$PL_DIR/log/$name.log"
+	if [[ -n $(pl_pid "$name") ]]; then
+		echo "pipeline: $name is already running (pid $(pl_pid "$name"))" >&2
+		return 1
+	fi
+	setsid "$PL_ROOT/bin/paycb-sim" api -c "$conf" --port "$port" >>"$log" 2>&1 </dev/null &
+	pid=$!
+	echo "$pid paycb-sim" >"$PL_DIR/run/$name.pid"
+	deadline=$(($(pl_now_ms) + 30000))
+	until pl_http_ok "$port" /_sim/stats; do
+		if ! pl_running "$pid" || (($(pl_now_ms) >= deadline)); then
+			echo "pipeline: $name did not answer on port $port; last lines of $log:" >&2
+			tail -n 15 "$log" >&2
+			return 1
+		fi
+		sleep "$PL_TICK"
+	done
 }
 
 pl_ready() {

@@ -14,8 +14,9 @@
  * sim_plan_notes.c (the notifications and delivery chains both build cases from),
  * sim_expect.c (what each kind of case must produce), sim_deliver.c (the delivery engine),
  * sim_orders.c (orders and the paid-order poller), sim_check.c (the outcome checks),
- * sim_stats.c (counters, latencies, helpers), sim_run.c (`run`: the whole scenario and its
- * report), sim_bench.c (dbceiling and drain, the bench's plain-client measurements). Shell
+ * sim_ledger.c (the channel API's ledger: registering payments, judging the reconciler's
+ * refunds), sim_stats.c (counters, latencies, helpers), sim_run.c (`run`: the whole scenario and
+ * its report), sim_bench.c (dbceiling and drain, the bench's plain-client measurements). Shell
  * helpers for starting a pipeline: pipeline.sh.
  */
 #ifndef PAYCB_SIM_H
@@ -203,17 +204,17 @@ struct sim_note {
 	enum sim_ch ch;
 	int refund;
 	char order[64], trade[64];
-	char charge[64];       /* Stripe: the charge of the PaymentIntent */
-	char refund_no[64];    /* refund: the merchant's number (out_refund_no, out_biz_no) */
-	char refund_id[64];    /* refund: the channel's id (WeChat refund_id, Stripe re_) */
-	int64_t amount;        /* payment: the amount paid; refund: this refund */
-	int64_t cumulative;    /* refund: the refunded total after it */
-	int64_t total;         /* refund: the order's amount */
-	int full;              /* refund: it completes the refund of the order */
-	int seq;               /* refund: 1, 2, ... within its order */
-	int stripe_cumulative; /* Stripe: charge.refunded rather than refund.created */
-	int wx_pubkey;         /* WeChat: signed by the PUB_KEY_ID_ key rather than the cert's */
-	int stripe_both;       /* Stripe: a v1 signature under both secrets, as during a roll */
+	char charge[64];          /* Stripe: the charge of the PaymentIntent */
+	char refund_no[64];       /* refund: the merchant's number (out_refund_no, out_biz_no) */
+	char refund_id[64];       /* refund: the channel's id (WeChat refund_id, Stripe re_) */
+	int64_t amount;           /* payment: the amount paid; refund: this refund */
+	int64_t cumulative;       /* refund: the refunded total after it */
+	int64_t total;            /* refund: the order's amount */
+	int full;                 /* refund: it completes the refund of the order */
+	int seq;                  /* refund: 1, 2, ... within its order */
+	int stripe_cumulative;    /* Stripe: charge.refunded rather than refund.created */
+	int wx_pubkey;            /* WeChat: signed by the PUB_KEY_ID_ key rather than the cert's */
+	int stripe_both;          /* Stripe: a v1 signature under both secrets, as during a roll */
 	enum sim_rstatus rstatus; /* refund: the channel's status for it */
 	const char *stripe_type;  /* Stripe refund: the event type (NULL: by the family) */
 	int no_metadata;          /* Stripe: empty metadata, as a Dashboard refund has */
@@ -282,6 +283,10 @@ struct sim_case {
 	int64_t want_refunded;       /* the sum of its distinct refunds that moved money */
 	int64_t rr_amount;           /* the refund request's amount (the payment to give back) */
 	char rtrade[64];             /* the other payment whose refund happened, or "" */
+	/* With --api (the channel API the reconciler calls, sim_ledger.c): */
+	int dropped;    /* the channel never sends its payment: recovered by query */
+	int api_ledger; /* its payment (the one to give back, if any) is in the API's ledger */
+	int api_refund; /* the reconciler must refund its refund request at the channel */
 };
 
 /* How each delivery chain is released and how it stands. */
@@ -312,8 +317,11 @@ struct sim_opts {
 	int lost_permille; /* payments whose first acknowledgement is lost */
 	int dup_permille;  /* mixed: share of duplicated payments */
 	int progress;
-	int ingest_only;    /* expect only what ingest does (no processor running) */
-	int max_mismatches; /* printed; the rest are counted */
+	int ingest_only;      /* expect only what ingest does (no processor running) */
+	int max_mismatches;   /* printed; the rest are counted */
+	const char *api;      /* the simulator's channel API (http://127.0.0.1:P), or NULL */
+	int api_ch[SIM_NCH];  /* the channels that API serves (--api-channels) */
+	int dropped_permille; /* payments on an API channel whose notification never leaves */
 };
 
 struct sim_plan {
@@ -424,6 +432,7 @@ struct sim_seen {
 	int rr, rr_match, rr_done, rr_requested;
 	int rr_stale; /* REQUESTED, for the payment whose refund happened */
 	int pay_rows, pay_done, pay_dead, pay_dlq, pay_mismatch;
+	int pay_query; /* rows the reconciler reserved from a query (source 'query') */
 	int ref_rows, ref_done, ref_dead, ref_abnormal;
 	int unroutable, unroutable_match; /* kept by ingest; with the expected reason */
 };
@@ -452,7 +461,10 @@ struct sim_outcome {
 	long long pay_rows, refund_rows, rows_pending, rows_dead, dlq_sent;
 	long long events, refund_requests;
 	long long refunding, rr_done, rr_stale, unroutable, refund_sums_off;
-	long long no_order_pending; /* rows left for the ladder to finish */
+	long long no_order_pending;                      /* rows left for the ladder to finish */
+	long long recovered, dropped, dropped_recovered; /* payments found by query */
+	long long api_refunds, api_refunds_done;         /* requests the reconciler must refund */
+	long long ledger_refunds, ledger_twice;          /* sim_ledger_check: the channel's view */
 	long long kind_cases[K_NKINDS], kind_ok[K_NKINDS];
 	int settled; /* every callback row is done or dead (or allowed to be pending) */
 };
@@ -465,6 +477,25 @@ struct sim_outcome {
  */
 int sim_check(struct db *db, const struct sim_plan *p, const struct sim_merchant *m, int nm,
               const struct sim_opts *o, int ladder_fits, struct sim_outcome *res, FILE *out);
+
+/* ---- sim_ledger.c ---------------------------------------------------------------------- */
+
+/* Parses --api-channels "wxpay,alipay" into o->api_ch. Returns 0 or -1. */
+int sim_api_channels(struct sim_opts *o, const char *list);
+/*
+ * Registers in the channel API's ledger (POST /_sim/order) the payment of every case on a
+ * channel the API serves, as the channel knows it: PAID, with its trade number and amount
+ * (the payment paycb gives back, for the kinds that have one). Returns 0 or -1 with err.
+ */
+int sim_ledger_register(const struct sim_opts *o, const struct sim_plan *p,
+                        const struct sim_merchant *m, char *err, size_t errlen);
+/*
+ * The ledger is the judge of the refunds the reconciler made: every refund request it must
+ * refund was refunded exactly once, of the request's amount, and no payment was refunded
+ * twice. Mismatches are counted in res and printed to out (when not NULL). 0 or -1.
+ */
+int sim_ledger_check(const struct sim_opts *o, const struct sim_plan *p,
+                     const struct sim_merchant *m, struct sim_outcome *res, FILE *out);
 
 /* ---- sim_run.c ------------------------------------------------------------------------- */
 

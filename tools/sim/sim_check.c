@@ -29,7 +29,9 @@
  * order.refunded. With --ingest-only
  * (no processor) only ingest's part is checked: exactly one row per distinct notification however
  * many copies came, and orders untouched. Rows are selected by the run id every identifier carries,
- * one query per table and merchant.
+ * one query per table and merchant. With --api, a payment whose notification was dropped must
+ * have been found by the reconciler's query (a row with source 'query'), and a refund request
+ * the reconciler must refund must be DONE (sim_ledger.c judges the channel's side).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +182,7 @@ on_pay_row(void *arg, struct db_out *o)
 		x->s[ci].pay_dead += o[1].i == 2;
 		x->s[ci].pay_dlq += o[1].i == 2 && o[2].i;
 		x->s[ci].pay_mismatch += strcmp(o[3].buf, "amount_mismatch") == 0;
+		x->s[ci].pay_query += o[4].i == 1;
 	}
 	return 0;
 }
@@ -221,8 +224,8 @@ static const char *SQL_UNROUTABLE =
  */
 static const char *SQL_PAY_ROWS =
     "SELECT out_trade_no, status, dlq_sent_at IS NOT NULL OR (status = 2 AND dead_reason IS "
-    "NULL AND outcome IN ('amount_mismatch', 'currency_mismatch')), IFNULL(outcome, '') "
-    "FROM pay_callback_log WHERE merchant_id = ? AND out_trade_no LIKE ?";
+    "NULL AND outcome IN ('amount_mismatch', 'currency_mismatch')), IFNULL(outcome, ''), "
+    "source = 'query' FROM pay_callback_log WHERE merchant_id = ? AND out_trade_no LIKE ?";
 static const char *SQL_REFUND_ROWS =
     "SELECT out_trade_no, status, dlq_sent_at IS NOT NULL, IFNULL(outcome, '') FROM "
     "refund_callback_log WHERE merchant_id = ? AND out_trade_no LIKE ?";
@@ -246,10 +249,11 @@ load(struct db *db, struct ctx *x, const struct sim_merchant *m, int nm, int ful
 		                      DBO_STR(b[3], 160), DBO_STR(b[4], 160)};
 		struct db_out e[4] = {DBO_STR(b[0], 160), DBO_STR(b[1], 160), DBO_I64(),
 		                      DBO_STR(b[2], 160)};
-		struct db_out r[4] = {DBO_STR(b[0], 160), DBO_I64(), DBO_I64(), DBO_STR(b[1], 160)};
+		struct db_out r[5] = {DBO_STR(b[0], 160), DBO_I64(), DBO_I64(), DBO_STR(b[1], 160),
+		                      DBO_I64()};
 
 		if (db_query(db, SQL_ORDERS, in, 2, o, 5, on_order, x, &rows) != DB_OK ||
-		    db_query(db, SQL_PAY_ROWS, in, 2, r, 4, on_pay_row, x, &rows) != DB_OK ||
+		    db_query(db, SQL_PAY_ROWS, in, 2, r, 5, on_pay_row, x, &rows) != DB_OK ||
 		    db_query(db, SQL_REFUND_ROWS, in, 2, r, 4, on_refund_row, x, &rows) != DB_OK)
 			return -1;
 		/* Only when a case expects one: ingest before 007_unroutable has no table. */
@@ -266,81 +270,48 @@ load(struct db *db, struct ctx *x, const struct sim_merchant *m, int nm, int ful
 	return 0;
 }
 
-/* judge - the mismatches of one case; buf is left empty when it is as expected. */
+/* judge_order - the order row: status, amount, refunded amount, trade, refund events. */
 static void
-judge(const struct sim_case *c, const struct sim_seen *s, int full, int ladder_fits, char *buf,
-      size_t len)
+judge_order(const struct sim_case *c, const struct sim_seen *s, int full, int by_trade, char *buf,
+            size_t len)
 {
-	enum sim_kind k = c->kind;
-	int paid = k == K_PAY || k == K_DUP || k == K_INCIDENT || k == K_STORM || k == K_PAID_TWICE;
-	int refunded = k == K_REFUND_PF || k == K_REFUND_FIRST;
 	const char *status = sim_case_status(c, full);
-	int pay_rows, ref_rows;
-	long long want_refunded = c->want_refunded;
 
-	sim_case_rows(c, &pay_rows, &ref_rows);
-	buf[0] = '\0';
-	if (k == K_NO_ORDER) {
+	if (c->kind == K_NO_ORDER) {
 		if (s->order)
 			sim_addf(buf, len, "an order row exists, expected none");
-	} else if (!s->order) {
+		return;
+	}
+	if (!s->order) {
 		sim_addf(buf, len, "no order row");
-	} else {
-		if (strcmp(s->status, status) != 0)
-			sim_addf(buf, len, "status %s, expected %s", s->status, status);
-		if (s->amount != c->amount)
-			sim_addf(buf, len, "amount %lld, expected %lld (minor units)",
-			         (long long)s->amount, (long long)c->amount);
-		if (full && s->refunded != want_refunded)
-			sim_addf(buf, len, "refunded_amount %lld, expected %lld (minor units)",
-			         (long long)s->refunded, want_refunded);
-		if (full && (paid || refunded) && strcmp(s->trade, c->trade) != 0)
-			sim_addf(buf, len, "channel_trade_no '%s', expected '%s'", s->trade,
-			         c->trade);
-		/* The events tell the money that moved: it must be what the order says. */
-		if (full && s->ev_refund_sum - s->ev_reversed_sum != s->refunded)
-			sim_addf(buf, len,
-			         "order.refund events add up to %lld less %lld reversed, but "
-			         "refunded_amount is %lld (minor units)",
-			         (long long)s->ev_refund_sum, (long long)s->ev_reversed_sum,
-			         (long long)s->refunded);
-	}
-	if (full && s->rr_stale != 0)
-		sim_addf(buf, len, "refund_requests left REQUESTED for %s, whose refund happened",
-		         c->rtrade);
-	if (s->pay_rows != pay_rows)
-		sim_addf(buf, len, "pay_callback_log rows %d, expected %d", s->pay_rows, pay_rows);
-	if (s->ref_rows != ref_rows)
-		sim_addf(buf, len, "refund_callback_log rows %d, expected %d", s->ref_rows,
-		         ref_rows);
-	if (k >= K_WX_ABNORMAL) {
-		sim_judge_refund_kind(c, s, full, buf, len);
 		return;
 	}
-	if (full) {
-		if (paid && s->events != 2)
-			sim_addf(buf, len, "order_events %d, expected 2", s->events);
-		/* shipment, points, one order.refund per refund and the final order.refunded */
-		if (refunded && s->events != 3 + ref_rows)
-			sim_addf(
-			    buf, len,
-			    "order_events %d, expected %d (shipment, points, %d refund, refunded)",
-			    s->events, 3 + ref_rows, ref_rows);
-		if (!paid && !refunded && s->events != 0)
-			sim_addf(buf, len, "order_events %d, expected 0", s->events);
-		if (k == K_AFTER_CLOSE || k == K_PAID_TWICE) {
-			if (s->rr != 1 || s->rr_match != 1)
-				sim_addf(
-				    buf, len,
-				    "refund_requests %d (%d for trade %s and the amount), expected "
-				    "exactly 1",
-				    s->rr, s->rr_match, k == K_PAID_TWICE ? c->trade2 : c->trade);
-		} else if (s->rr != 0) {
-			sim_addf(buf, len, "refund_requests %d, expected 0", s->rr);
-		}
-	}
-	if (!full)
-		return;
+	if (strcmp(s->status, status) != 0)
+		sim_addf(buf, len, "status %s, expected %s", s->status, status);
+	if (s->amount != c->amount)
+		sim_addf(buf, len, "amount %lld, expected %lld (minor units)", (long long)s->amount,
+		         (long long)c->amount);
+	if (full && s->refunded != c->want_refunded)
+		sim_addf(buf, len, "refunded_amount %lld, expected %lld (minor units)",
+		         (long long)s->refunded, (long long)c->want_refunded);
+	if (full && by_trade && strcmp(s->trade, c->trade) != 0)
+		sim_addf(buf, len, "channel_trade_no '%s', expected '%s'", s->trade, c->trade);
+	/* The events tell the money that moved: it must be what the order says. */
+	if (full && s->ev_refund_sum - s->ev_reversed_sum != s->refunded)
+		sim_addf(buf, len,
+		         "order.refund events add up to %lld less %lld reversed, but "
+		         "refunded_amount is %lld (minor units)",
+		         (long long)s->ev_refund_sum, (long long)s->ev_reversed_sum,
+		         (long long)s->refunded);
+}
+
+/* judge_rows - the callback rows: done, or dead with their dead letter, as the kind says. */
+static void
+judge_rows(const struct sim_case *c, const struct sim_seen *s, int ladder_fits, int pay_rows,
+           int ref_rows, char *buf, size_t len)
+{
+	enum sim_kind k = c->kind;
+
 	if (k == K_MISMATCH && s->pay_mismatch != 1)
 		sim_addf(buf, len, "payment rows with outcome amount_mismatch %d, expected 1",
 		         s->pay_mismatch);
@@ -359,6 +330,59 @@ judge(const struct sim_case *c, const struct sim_seen *s, int full, int ladder_f
 	if (s->ref_done != ref_rows)
 		sim_addf(buf, len, "refund rows done %d (dead %d), expected %d", s->ref_done,
 		         s->ref_dead, ref_rows);
+}
+
+/* judge - the mismatches of one case; buf is left empty when it is as expected. */
+static void
+judge(const struct sim_case *c, const struct sim_seen *s, int full, int ladder_fits, char *buf,
+      size_t len)
+{
+	enum sim_kind k = c->kind;
+	int paid = k == K_PAY || k == K_DUP || k == K_INCIDENT || k == K_STORM || k == K_PAID_TWICE;
+	int refunded = k == K_REFUND_PF || k == K_REFUND_FIRST;
+	int pay_rows, ref_rows;
+
+	sim_case_rows(c, &pay_rows, &ref_rows);
+	buf[0] = '\0';
+	judge_order(c, s, full, paid || refunded, buf, len);
+	if (full && s->rr_stale != 0)
+		sim_addf(buf, len, "refund_requests left REQUESTED for %s, whose refund happened",
+		         c->rtrade);
+	if (s->pay_rows != pay_rows)
+		sim_addf(buf, len, "pay_callback_log rows %d, expected %d", s->pay_rows, pay_rows);
+	if (s->ref_rows != ref_rows)
+		sim_addf(buf, len, "refund_callback_log rows %d, expected %d", s->ref_rows,
+		         ref_rows);
+	if (k >= K_WX_ABNORMAL) {
+		sim_judge_refund_kind(c, s, full, buf, len);
+		return;
+	}
+	if (!full)
+		return;
+	if (paid && s->events != 2)
+		sim_addf(buf, len, "order_events %d, expected 2", s->events);
+	/* shipment, points, one order.refund per refund and the final order.refunded */
+	if (refunded && s->events != 3 + ref_rows)
+		sim_addf(buf, len,
+		         "order_events %d, expected %d (shipment, points, %d refund, refunded)",
+		         s->events, 3 + ref_rows, ref_rows);
+	if (!paid && !refunded && s->events != 0)
+		sim_addf(buf, len, "order_events %d, expected 0", s->events);
+	if (c->dropped && s->pay_query != 1)
+		sim_addf(buf, len, "payment rows found by the reconciler's query %d, expected 1",
+		         s->pay_query);
+	if (k == K_AFTER_CLOSE || k == K_PAID_TWICE) {
+		if (s->rr != 1 || s->rr_match != 1 || (c->api_refund && s->rr_done != 1))
+			sim_addf(buf, len,
+			         "refund_requests %d (%d for trade %s and the amount, %d DONE), "
+			         "expected exactly 1%s",
+			         s->rr, s->rr_match, k == K_PAID_TWICE ? c->trade2 : c->trade,
+			         s->rr_done,
+			         c->api_refund ? ", DONE (refunded by the reconciler)" : "");
+	} else if (s->rr != 0) {
+		sim_addf(buf, len, "refund_requests %d, expected 0", s->rr);
+	}
+	judge_rows(c, s, ladder_fits, pay_rows, ref_rows, buf, len);
 }
 
 int
@@ -396,6 +420,11 @@ sim_check(struct db *db, const struct sim_plan *p, const struct sim_merchant *m,
 		res->refund_sums_off +=
 		    s->order && full && s->ev_refund_sum - s->ev_reversed_sum != s->refunded;
 		res->kind_cases[c->kind]++;
+		res->recovered += s->pay_query;
+		res->dropped += c->dropped;
+		res->dropped_recovered += c->dropped && s->pay_query == 1;
+		res->api_refunds += c->api_refund;
+		res->api_refunds_done += c->api_refund && s->rr_done == 1;
 		if (c->kind == K_NO_ORDER) {
 			res->no_order_rows += s->pay_rows;
 			res->no_order_pending += s->pay_rows - s->pay_done - s->pay_dead;

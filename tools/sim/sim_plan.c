@@ -127,6 +127,94 @@ second_channel(const struct sim_merchant *m, enum sim_ch ch)
 	return ch;
 }
 
+/* plan_single - the kinds of one payment, sent once, with copies, in a window or a storm. */
+static int
+plan_single(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opts *o, int ci,
+            long long s, int lost, uint64_t *rng)
+{
+	struct sim_case *c = &p->cases[ci];
+	/* Drawn before the note, so a seed gives the plan it always gave. */
+	int copies = c->kind == K_DUP ? 1 + (int)sim_rand_below(rng, 3) : 0;
+	int pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng), rc = -1;
+
+	if (pay < 0)
+		return -1;
+	/* Dropped: the channel never sends it; only its ledger knows the payment. */
+	if (c->dropped)
+		return 0;
+	c->e2e_note = c->kind == K_MISMATCH ? -1 : pay;
+	switch (c->kind) {
+	case K_MISMATCH:
+		p->notes[pay].amount = c->amount > 1 ? c->amount - 1 : c->amount + 1;
+		/* fall through */
+	case K_PAY:
+	case K_AFTER_CLOSE:
+	case K_NO_ORDER:
+		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
+		break;
+	case K_DUP:
+		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
+		/* Half the first copies race the original; the rest come later. */
+		for (int k = 0; k < copies && rc >= 0; k++) {
+			long long off = k == 0 && sim_rand_below(rng, 2)
+			                    ? 0
+			                    : (long long)sim_rand_below(rng, SIM_DUP_WINDOW_US);
+			rc = sim_plan_del(p, pay, s + off, -1, 0, 0, 0, rng);
+		}
+		break;
+	case K_INCIDENT:
+		rc = sim_plan_del(p, pay, s, -1, 0, 0, 0, rng);
+		if (rc >= 0)
+			rc = sim_plan_del(p, pay, s + p->window_us / 2, -1, 0, 0, 0, rng);
+		if (rc >= 0)
+			rc = sim_plan_del(p, pay, s + p->window_us, -1, 0, 0, 0, rng);
+		break;
+	default: /* K_STORM */
+		rc = 0;
+		for (int k = 0; k < o->copies && rc >= 0; k++)
+			rc = sim_plan_del(p, pay, s, -1, 0, 0, 1, rng);
+		break;
+	}
+	return rc < 0 ? -1 : 0;
+}
+
+/* api_pick - a channel the API serves and the merchant has, or -1. */
+static int
+api_pick(const struct sim_merchant *m, const struct sim_opts *o)
+{
+	for (int ch = 0; ch < SIM_NCH; ch++)
+		if (o->api_ch[ch] && m->has[ch])
+			return ch;
+	return -1;
+}
+
+/*
+ * plan_api - with --api: the payment paycb must give back goes through a channel the API
+ * serves, so the reconciler can refund it; which payments the channel's ledger holds; and
+ * which payments' notifications are dropped, for the reconciler to find by query.
+ */
+static void
+plan_api(struct sim_case *c, const struct sim_merchant *mm, const struct sim_opts *o, uint64_t *rng)
+{
+	int any = api_pick(mm, o), k = c->kind;
+	int second = k == K_PAID_TWICE || k == K_TWICE_REFUND;
+
+	if (any >= 0 && (k == K_AFTER_CLOSE || k == K_CLOSED_OTHER) && !o->api_ch[c->ch])
+		c->ch = (enum sim_ch)any;
+	if (any >= 0 && k == K_PAID_TWICE && !o->api_ch[c->ch2]) {
+		/* Paid twice on the same channel, with another trade number. */
+		if (!o->api_ch[c->ch])
+			c->ch = (enum sim_ch)any;
+		c->ch2 = o->api_ch[second_channel(mm, c->ch)] ? second_channel(mm, c->ch) : c->ch;
+	}
+	c->api_ledger = o->api_ch[second ? c->ch2 : c->ch] && k != K_NO_ORDER && k != K_MISMATCH &&
+	                k != K_CONNECT;
+	c->api_refund = c->api_ledger && (k == K_AFTER_CLOSE || k == K_CLOSED_OTHER || second) &&
+	                k != K_TWICE_REFUND;
+	c->dropped = k == K_PAY && c->api_ledger && o->dropped_permille > 0 &&
+	             sim_rand_below(rng, 1000) < (uint64_t)o->dropped_permille;
+}
+
 /* plan_case - the notifications and chains of case ci, starting at s. */
 static int
 plan_case(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opts *o, int ci,
@@ -140,47 +228,11 @@ plan_case(struct sim_plan *p, const struct sim_merchant *m, const struct sim_opt
 	case K_PAY:
 	case K_AFTER_CLOSE:
 	case K_NO_ORDER:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
-		c->e2e_note = pay;
-		break;
 	case K_MISMATCH:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		if (pay >= 0)
-			p->notes[pay].amount = c->amount > 1 ? c->amount - 1 : c->amount + 1;
-		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
-		break;
-	case K_DUP: {
-		int copies = 1 + (int)sim_rand_below(rng, 3);
-
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		rc = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
-		c->e2e_note = pay;
-		/* Half the first copies race the original; the rest come later. */
-		for (int k = 0; k < copies && rc >= 0; k++) {
-			long long off = k == 0 && sim_rand_below(rng, 2)
-			                    ? 0
-			                    : (long long)sim_rand_below(rng, SIM_DUP_WINDOW_US);
-			rc = sim_plan_del(p, pay, s + off, -1, 0, 0, 0, rng);
-		}
-		break;
-	}
+	case K_DUP:
 	case K_INCIDENT:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		c->e2e_note = pay;
-		rc = sim_plan_del(p, pay, s, -1, 0, 0, 0, rng);
-		if (rc >= 0)
-			rc = sim_plan_del(p, pay, s + p->window_us / 2, -1, 0, 0, 0, rng);
-		if (rc >= 0)
-			rc = sim_plan_del(p, pay, s + p->window_us, -1, 0, 0, 0, rng);
-		break;
 	case K_STORM:
-		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
-		c->e2e_note = pay;
-		rc = 0;
-		for (int k = 0; k < o->copies && rc >= 0; k++)
-			rc = sim_plan_del(p, pay, s, -1, 0, 0, 1, rng);
-		break;
+		return plan_single(p, m, o, ci, s, lost, rng);
 	case K_PAID_TWICE:
 		pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
 		pay2 = sim_plan_note(p, m, ci, c->ch2, c->trade2, 0, 1, rng);
@@ -274,6 +326,48 @@ kinds_for(const char *scenario, int n, enum sim_kind *out, uint64_t *rng)
 	return -1;
 }
 
+/* case_init - case i's merchant, channels, identifiers and amount (its kind is set). */
+static int
+case_init(struct sim_plan *p, const struct sim_merchant *m, int nm, const struct sim_opts *o, int i,
+          uint64_t *rng, char *err, size_t errlen)
+{
+	struct sim_case *c = &p->cases[i];
+	const struct sim_merchant *mm;
+	int need;
+
+	c->merchant = (int)sim_rand_below(rng, (uint64_t)nm);
+	if ((need = sim_kind_channel(c->kind)) >= 0) {
+		/* A channel's own behaviour: a merchant that has that channel. */
+		for (int k = 0; k < nm && !m[c->merchant].has[need]; k++)
+			c->merchant = (c->merchant + 1) % nm;
+		if (!m[c->merchant].has[need]) {
+			snprintf(err, errlen, "%s needs a merchant with %s", sim_kind_name(c->kind),
+			         sim_ch_name((enum sim_ch)need));
+			return -1;
+		}
+	}
+	mm = &m[c->merchant];
+	c->ch = need >= 0 ? (enum sim_ch)need : pick_channel(mm, rng);
+	c->ch2 = second_channel(mm, c->ch);
+	if (o->api != NULL)
+		plan_api(c, mm, o, rng);
+	c->e2e_note = -1;
+	snprintf(c->order, sizeof(c->order), "%s-%06d", p->run, i);
+	snprintf(c->currency, sizeof(c->currency), "%s", c->ch == SIM_STRIPE ? "USD" : "CNY");
+	/* 1.00 to 999.99; refunds in part need at least two minor units. */
+	c->amount = 100 + (int64_t)sim_rand_below(rng, 99900);
+	trade_no(c->trade, sizeof(c->trade), c->ch, p->run, i, 0);
+	trade_no(c->trade2, sizeof(c->trade2), c->ch2, p->run, i, 1);
+	/* What the refund kinds change is set by their planning. */
+	c->rr_amount = c->amount;
+	c->want_refunded = c->kind == K_REFUND_PF || c->kind == K_REFUND_FIRST ? c->amount : 0;
+	c->measure_e2e = (c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
+	                  c->kind == K_STORM || c->kind == K_PAID_TWICE) &&
+	                 !c->dropped;
+	atomic_init(&c->ack_us, 0);
+	return 0;
+}
+
 int
 sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const struct sim_opts *o,
                char *err, size_t errlen)
@@ -298,40 +392,11 @@ sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm, const s
 	p->ncases = n;
 	for (int i = 0; i < n; i++) {
 		struct sim_case *c = &p->cases[i];
-		const struct sim_merchant *mm;
-		int need;
 		long long s = o->rate > 0 ? (long long)i * 1000000LL / o->rate : 0;
 
 		c->kind = kinds[i];
-		c->merchant = (int)sim_rand_below(&rng, (uint64_t)nm);
-		if ((need = sim_kind_channel(c->kind)) >= 0) {
-			/* A channel's own behaviour: a merchant that has that channel. */
-			for (int k = 0; k < nm && !m[c->merchant].has[need]; k++)
-				c->merchant = (c->merchant + 1) % nm;
-			if (!m[c->merchant].has[need]) {
-				snprintf(err, errlen, "%s needs a merchant with %s",
-				         sim_kind_name(c->kind), sim_ch_name((enum sim_ch)need));
-				goto done;
-			}
-		}
-		mm = &m[c->merchant];
-		c->ch = need >= 0 ? (enum sim_ch)need : pick_channel(mm, &rng);
-		c->ch2 = second_channel(mm, c->ch);
-		c->e2e_note = -1;
-		snprintf(c->order, sizeof(c->order), "%s-%06d", p->run, i);
-		snprintf(c->currency, sizeof(c->currency), "%s",
-		         c->ch == SIM_STRIPE ? "USD" : "CNY");
-		/* 1.00 to 999.99; refunds in part need at least two minor units. */
-		c->amount = 100 + (int64_t)sim_rand_below(&rng, 99900);
-		trade_no(c->trade, sizeof(c->trade), c->ch, p->run, i, 0);
-		trade_no(c->trade2, sizeof(c->trade2), c->ch2, p->run, i, 1);
-		/* What the refund kinds change is set by their planning. */
-		c->rr_amount = c->amount;
-		c->want_refunded =
-		    c->kind == K_REFUND_PF || c->kind == K_REFUND_FIRST ? c->amount : 0;
-		c->measure_e2e = c->kind == K_PAY || c->kind == K_DUP || c->kind == K_INCIDENT ||
-		                 c->kind == K_STORM || c->kind == K_PAID_TWICE;
-		atomic_init(&c->ack_us, 0);
+		if (case_init(p, m, nm, o, i, &rng, err, errlen) != 0)
+			goto done;
 		/* The storm of a mixed run comes half a second in, amid the other traffic. */
 		if (c->kind == K_STORM && n > 1)
 			s = 500 * 1000;

@@ -133,13 +133,47 @@ other_refund(struct sim_plan *p, const struct sim_merchant *m, int ci, enum sim_
 	return d < 0 ? -1 : sim_plan_del(p, pay, 0, d, SIM_RGAP_US, 0, 0, rng);
 }
 
+/* given_back_refunded - refund-paid-twice and refund-paid-after-close: the payment paycb
+ * gives back is refunded; in odd cases the refund comes before that payment's notification. */
+static int
+given_back_refunded(struct sim_plan *p, const struct sim_merchant *m, int ci, int pay, long long s,
+                    int lost, uint64_t *rng)
+{
+	struct sim_case *c = &p->cases[ci];
+	int pay2, d, d2, first = ci % 2;
+
+	switch (c->kind) {
+	case K_TWICE_REFUND:
+		pay2 = sim_plan_note(p, m, ci, c->ch2, c->trade2, 0, 1, rng);
+		if (pay2 < 0 || (d = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng)) < 0)
+			return -1;
+		if (first)
+			return other_refund(p, m, ci, c->ch2, c->trade2, c->amount, pay2, d, s, 1,
+			                    rng);
+		d2 = sim_plan_del(p, pay2, 0, d, SIM_RGAP_US, 0, 0, rng);
+		return d2 < 0 ? -1
+		              : other_refund(p, m, ci, c->ch2, c->trade2, c->amount, pay2, d2, s, 0,
+		                             rng);
+	case K_CLOSE_REFUND:
+		if (first)
+			return other_refund(p, m, ci, c->ch, c->trade, c->amount, pay, -1, s, 1,
+			                    rng);
+		d = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
+		return d < 0
+		           ? -1
+		           : other_refund(p, m, ci, c->ch, c->trade, c->amount, pay, d, s, 0, rng);
+	default:
+		return -1;
+	}
+}
+
 int
 sim_plan_refund_case(struct sim_plan *p, const struct sim_merchant *m, int ci, long long s,
                      int lost, uint64_t *rng)
 {
 	struct sim_case *c = &p->cases[ci];
 	int64_t third = c->amount / 3 > 0 ? c->amount / 3 : 1;
-	int pay, pay2, r, d, d2, first = ci % 2;
+	int pay, r, d, d2;
 
 	c->full = ci % 2;
 	pay = sim_plan_note(p, m, ci, c->ch, c->trade, 0, 0, rng);
@@ -176,24 +210,8 @@ sim_plan_refund_case(struct sim_plan *p, const struct sim_merchant *m, int ci, l
 		return stripe_failure(p, m, ci, 1, a, d2, rng);
 	}
 	case K_TWICE_REFUND:
-		pay2 = sim_plan_note(p, m, ci, c->ch2, c->trade2, 0, 1, rng);
-		if (pay2 < 0 || (d = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng)) < 0)
-			return -1;
-		if (first)
-			return other_refund(p, m, ci, c->ch2, c->trade2, c->amount, pay2, d, s, 1,
-			                    rng);
-		d2 = sim_plan_del(p, pay2, 0, d, SIM_RGAP_US, 0, 0, rng);
-		return d2 < 0 ? -1
-		              : other_refund(p, m, ci, c->ch2, c->trade2, c->amount, pay2, d2, s, 0,
-		                             rng);
 	case K_CLOSE_REFUND:
-		if (first)
-			return other_refund(p, m, ci, c->ch, c->trade, c->amount, pay, -1, s, 1,
-			                    rng);
-		d = sim_plan_del(p, pay, s, -1, 0, lost, 0, rng);
-		return d < 0
-		           ? -1
-		           : other_refund(p, m, ci, c->ch, c->trade, c->amount, pay, d, s, 0, rng);
+		return given_back_refunded(p, m, ci, pay, s, lost, rng);
 	case K_CLOSED_OTHER:
 		/* Another amount: up to a third more or less, never zero. */
 		c->rr_amount = c->amount + (ci % 2 ? 1 : -1) *

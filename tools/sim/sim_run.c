@@ -2,13 +2,15 @@
  * sim_run - `paycb-sim run`: one scenario from orders to the checked outcome.
  *
  * 1. Load the configuration and the merchants' private keys; plan the scenario.
- * 2. Create the orders as the merchant's order service would.
+ * 2. Create the orders as the merchant's order service would (and, with --api, register
+ *    the payments in the channel API's ledger).
  * 3. Sign every notification (in parallel, before the clock starts, so signing does not
  *    compete with ingest for the CPU while latencies are measured).
  * 4. Deliver: the engine pushes every chain until acknowledged, the poller times ack -> PAID,
  *    and a progress line is printed every second.
  * 5. Settle: check the database every half second until every case is as expected or
- *    --wait runs out, then print the report and every mismatch. Exit 0 only when all held.
+ *    --wait runs out, then print the report and every mismatch (with --api, the channel's
+ *    ledger judges the reconciler's refunds). Exit 0 only when all held.
  */
 #include <errno.h>
 #include <libgen.h>
@@ -101,7 +103,7 @@ progress(const struct sim_stats *st, long long t0, int pending)
 /* expected - what the plan says the outcome table must show. */
 struct expected {
 	long long paid, closed, refunded, refunding, pending, rr, rr_done, dead, rows, copies;
-	long long unroutable;
+	long long unroutable, dropped, api_refunds;
 };
 
 static void
@@ -129,7 +131,9 @@ expect(const struct sim_plan *p, int ladder_fits, int full, struct expected *x)
 			continue;
 		x->rr += k == K_AFTER_CLOSE || k == K_PAID_TWICE || k == K_TWICE_REFUND ||
 		         k == K_CLOSE_REFUND || k == K_CLOSED_OTHER;
-		x->rr_done += k == K_TWICE_REFUND || k == K_CLOSE_REFUND;
+		x->rr_done += k == K_TWICE_REFUND || k == K_CLOSE_REFUND || c->api_refund;
+		x->dropped += c->dropped;
+		x->api_refunds += c->api_refund;
 		x->dead += k == K_MISMATCH || (k == K_NO_ORDER && ladder_fits);
 	}
 }
@@ -156,15 +160,10 @@ lat_line(const char *name, struct sim_lat *l)
 	       sim_fmt_us(sim_lat_pct(l, 1000), d, 32), l->n);
 }
 
+/* report_answers - the answers by channel and status, the pushes and the throughput. */
 static void
-report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
-       const struct sim_outcome *r, const struct expected *x, int ladder_fits, long long ladder_s,
-       long long elapsed_us)
+report_answers(const struct sim_stats *st, long long rate, long long dur)
 {
-	long long dur = st->last_ok_us - st->first_send_us, ok = st->ok;
-	long long rate = dur > 0 ? ok * 1000000 / dur : 0;
-	const char *kv = o->report;
-
 	printf("\nanswers by channel and HTTP status:\n");
 	for (int ch = 0; ch < SIM_NCH; ch++) {
 		int any = 0;
@@ -187,14 +186,17 @@ report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
 	}
 	printf("  pushes %lld: acknowledged %lld, acknowledgements dropped (lost) %lld, "
 	       "failure answers %lld, no answer %lld, chains given up %lld, abandoned %lld\n",
-	       (long long)st->sent, ok, (long long)st->lost, (long long)st->failed,
+	       (long long)st->sent, (long long)st->ok, (long long)st->lost, (long long)st->failed,
 	       (long long)st->errors, (long long)st->gave_up, (long long)st->abandoned);
 	printf("  throughput %lld acknowledged/s over %lld.%03lld s\n", rate, dur / 1000000,
 	       dur % 1000000 / 1000);
-	printf("\nlatency                       p50        p99      p99.9        max  samples\n");
-	lat_line("acknowledgement", &st->ack);
-	if (!o->ingest_only)
-		lat_line("ack -> order PAID", &st->e2e);
+}
+
+/* report_outcome - the outcome table: what the database holds against the plan. */
+static void
+report_outcome(const struct sim_opts *o, long long ok, const struct sim_outcome *r,
+               const struct expected *x, int ladder_fits, long long ladder_s)
+{
 	printf("\noutcome in the database                   found   expected\n");
 	if (!o->ingest_only)
 		row("orders PAID", r->paid, x->paid, NULL);
@@ -219,21 +221,28 @@ report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
 	}
 	if (x->unroutable > 0)
 		row("unroutable notifications kept", r->unroutable, x->unroutable, NULL);
+	if (o->api != NULL && !o->ingest_only) {
+		row("dropped notifications found by query", r->dropped_recovered, x->dropped, NULL);
+		row("payments recovered by query (all)", r->recovered, -1,
+		    "dropped ones, and late ones the query found first");
+		row("refunds the reconciler made, DONE", r->api_refunds_done, x->api_refunds, NULL);
+		row("refunds in the channel's ledger", r->ledger_refunds, -1,
+		    "1 per refund request at the most");
+		row("payments the channel refunded twice", r->ledger_twice, 0, NULL);
+	}
 	printf("  (retry ladder ends after about %lld s: no-order rows %s)\n", ladder_s,
 	       ladder_fits ? "must be dead within the wait" : "may still be pending retry");
-	printf("\ncases by kind                 cases  as expected  expected outcome\n");
-	for (int k = 0; k < K_NKINDS; k++)
-		if (r->kind_cases[k] > 0)
-			printf("  %-24s %8lld %12lld  %s\n", sim_kind_name((enum sim_kind)k),
-			       r->kind_cases[k], r->kind_ok[k],
-			       o->ingest_only ? "ingest only: one row per notification"
-			                      : sim_kind_expect((enum sim_kind)k));
-	printf("\nresult: %s: %lld of %d cases as expected in %lld.%lld s\n",
-	       r->mismatches == 0 ? "OK" : "MISMATCH", r->cases_ok, p->ncases, elapsed_us / 1000000,
-	       elapsed_us % 1000000 / 100000);
+}
+
+/* report_kv - the key=value lines of --report, for tools/bench.sh. */
+static void
+report_kv(const char *kv, struct sim_stats *st, const struct sim_outcome *r, long long rate,
+          long long elapsed_us)
+{
+	struct rusage ru;
 
 	sim_report_kv(kv, NULL, "sent", st->sent);
-	sim_report_kv(kv, NULL, "ok", ok);
+	sim_report_kv(kv, NULL, "ok", st->ok);
 	sim_report_kv(kv, NULL, "lost", st->lost);
 	sim_report_kv(kv, NULL, "failed", st->failed);
 	sim_report_kv(kv, NULL, "no_answer", st->errors);
@@ -254,16 +263,43 @@ report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
 	sim_report_kv(kv, NULL, "e2e_p999_us", sim_lat_pct(&st->e2e, 999));
 	sim_report_kv(kv, NULL, "e2e_samples", (long long)st->e2e.n);
 	sim_report_kv(kv, NULL, "mismatches", r->mismatches);
+	sim_report_kv(kv, NULL, "recovered_by_query", r->recovered);
+	sim_report_kv(kv, NULL, "reconciler_refunds_done", r->api_refunds_done);
+	sim_report_kv(kv, NULL, "ledger_refunds", r->ledger_refunds);
+	sim_report_kv(kv, NULL, "ledger_refunded_twice", r->ledger_twice);
 	sim_report_kv(kv, NULL, "elapsed_us", elapsed_us);
-	{
-		struct rusage ru;
+	/* The simulator's own CPU time, for the bench's table per component. */
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		sim_report_kv(kv, NULL, "cpu_ms",
+		              (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+		                  (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000);
+}
 
-		/* The simulator's own CPU time, for the bench's table per component. */
-		if (getrusage(RUSAGE_SELF, &ru) == 0)
-			sim_report_kv(kv, NULL, "cpu_ms",
-			              (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-			                  (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000);
-	}
+static void
+report(const struct sim_opts *o, const struct sim_plan *p, struct sim_stats *st,
+       const struct sim_outcome *r, const struct expected *x, int ladder_fits, long long ladder_s,
+       long long elapsed_us)
+{
+	long long dur = st->last_ok_us - st->first_send_us, ok = st->ok;
+	long long rate = dur > 0 ? ok * 1000000 / dur : 0;
+
+	report_answers(st, rate, dur);
+	printf("\nlatency                       p50        p99      p99.9        max  samples\n");
+	lat_line("acknowledgement", &st->ack);
+	if (!o->ingest_only)
+		lat_line("ack -> order PAID", &st->e2e);
+	report_outcome(o, ok, r, x, ladder_fits, ladder_s);
+	printf("\ncases by kind                 cases  as expected  expected outcome\n");
+	for (int k = 0; k < K_NKINDS; k++)
+		if (r->kind_cases[k] > 0)
+			printf("  %-24s %8lld %12lld  %s\n", sim_kind_name((enum sim_kind)k),
+			       r->kind_cases[k], r->kind_ok[k],
+			       o->ingest_only ? "ingest only: one row per notification"
+			                      : sim_kind_expect((enum sim_kind)k));
+	printf("\nresult: %s: %lld of %d cases as expected in %lld.%lld s\n",
+	       r->mismatches == 0 ? "OK" : "MISMATCH", r->cases_ok, p->ncases, elapsed_us / 1000000,
+	       elapsed_us % 1000000 / 100000);
+	report_kv(o->report, st, r, rate, elapsed_us);
 }
 
 /* ingest_listening - whether something accepts connections on the ingest port. */
@@ -280,32 +316,36 @@ ingest_listening(const char *addr, int port)
 	return rc == 0;
 }
 
-int
-sim_run(struct sim_opts *o)
-{
-	struct sim_merchant *m = NULL;
-	struct sim_engine *eng = NULL;
-	struct sim_poller *pl = NULL;
+/* One run's state, from the configuration to the outcome. */
+struct run {
+	struct sim_opts *o;
+	struct conf cf;
+	struct sim_merchant *m;
+	int nm;
 	struct sim_plan plan;
 	struct sim_stats st;
 	struct sim_outcome res;
-	struct cfg_errors errs;
-	struct expected x;
-	struct conf cf;
 	struct db db;
-	struct rlimit rl;
-	char err[2048], keys[SIM_PATH], tmp[SIM_PATH];
-	long long t0, deadline, ladder_s;
-	int nm = 0, rc = EXIT_SOFTWARE, db_up = 0, ladder_fits, checked = 0;
+	int db_up;
+	struct sim_engine *eng;
+	struct sim_poller *pl;
+	char keys[SIM_PATH];
+	long long ladder_s, t0, deadline;
+	int ladder_fits, checked;
+};
 
-	err[0] = '\0';
-	memset(&plan, 0, sizeof(plan));
-	memset(&res, 0, sizeof(res));
-	sim_stats_init(&st);
-	if (conf_load(o->conf, PROC_SIM, &cf, &errs) != 0) {
+/* run_load - the configuration, the private keys and the plan; 0 or an exit code. */
+static int
+run_load(struct run *r)
+{
+	struct sim_opts *o = r->o;
+	struct cfg_errors errs;
+	struct rlimit rl;
+	char err[2048] = "", tmp[SIM_PATH];
+
+	if (conf_load(o->conf, PROC_SIM, &r->cf, &errs) != 0) {
 		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", o->conf, errs.text);
-		rc = EXIT_CONFIG;
-		goto done;
+		return EXIT_CONFIG;
 	}
 	/* Storms hold a connection per copy. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -313,127 +353,181 @@ sim_run(struct sim_opts *o)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	snprintf(tmp, sizeof(tmp), "%s", o->conf);
-	snprintf(keys, sizeof(keys), "%s/keys", dirname(tmp));
+	snprintf(r->keys, sizeof(r->keys), "%s/keys", dirname(tmp));
 	if (o->keys_dir == NULL)
-		o->keys_dir = keys;
-	if (sim_merchants_load(&cf, o->keys_dir, &m, &nm, err, sizeof(err)) != 0) {
+		o->keys_dir = r->keys;
+	if (sim_merchants_load(&r->cf, o->keys_dir, &r->m, &r->nm, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim: keys in %s: %s\n", o->keys_dir, err);
-		rc = EXIT_CONFIG;
-		goto done;
+		return EXIT_CONFIG;
 	}
-	if (sim_plan_build(&plan, m, nm, o, err, sizeof(err)) != 0) {
+	if (sim_plan_build(&r->plan, r->m, r->nm, o, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim: %s\n", err);
-		rc = EXIT_USAGE;
-		goto done;
+		return EXIT_USAGE;
 	}
-	ladder_s = ladder_budget_s(&cf);
-	ladder_fits = ladder_s <= o->wait_s;
+	r->ladder_s = ladder_budget_s(&r->cf);
+	r->ladder_fits = r->ladder_s <= o->wait_s;
 	printf("paycb-sim run %s: scenario %s, %d orders, %d notifications, %d deliveries, "
 	       "%d merchants, seed %llu, concurrency %d, channel time compressed %lldx\n",
-	       plan.run, o->scenario, plan.ncases, plan.nnotes, plan.ndels, nm,
+	       r->plan.run, o->scenario, r->plan.ncases, r->plan.nnotes, r->plan.ndels, r->nm,
 	       (unsigned long long)o->seed, o->concurrency, o->compress);
 	fflush(stdout);
-	if (!ingest_listening(cf.ingest.listen_addr, (int)cf.ingest.listen_port)) {
+	return 0;
+}
+
+/* run_prepare - ingest and the database answer; the orders exist, the notifications are
+ * signed and the poller runs. 0 or an exit code. */
+static int
+run_prepare(struct run *r)
+{
+	char err[2048] = "";
+	long long t0;
+
+	if (!ingest_listening(r->cf.ingest.listen_addr, (int)r->cf.ingest.listen_port)) {
 		fprintf(stderr,
 		        "paycb-sim: nothing listens on %s:%lld (is paycb-ingest running?)\n",
-		        cf.ingest.listen_addr, cf.ingest.listen_port);
-		rc = EXIT_UNAVAILABLE;
-		goto done;
+		        r->cf.ingest.listen_addr, r->cf.ingest.listen_port);
+		return EXIT_UNAVAILABLE;
 	}
-	if (db_open(&db, &cf.db) != DB_OK) {
-		fprintf(stderr, "paycb-sim: database: %s\n", db.last_error);
-		rc = EXIT_UNAVAILABLE;
-		goto done;
+	if (db_open(&r->db, &r->cf.db) != DB_OK) {
+		fprintf(stderr, "paycb-sim: database: %s\n", r->db.last_error);
+		return EXIT_UNAVAILABLE;
 	}
-	db_up = 1;
+	r->db_up = 1;
 	t0 = clock_mono_us();
-	if (sim_orders_create(&db, &plan, m, err, sizeof(err)) != 0) {
+	if (sim_orders_create(&r->db, &r->plan, r->m, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim: %s\n", err);
-		rc = EXIT_UNAVAILABLE;
-		goto done;
+		return EXIT_UNAVAILABLE;
 	}
-	fprintf(stderr, "paycb-sim: %d orders created in %lld ms\n", plan.ncases,
+	fprintf(stderr, "paycb-sim: %d orders created in %lld ms\n", r->plan.ncases,
 	        (clock_mono_us() - t0) / 1000);
+	if (r->o->api != NULL && sim_ledger_register(r->o, &r->plan, r->m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "paycb-sim: %s\n", err);
+		return EXIT_UNAVAILABLE;
+	}
 	t0 = clock_mono_us();
-	if (presign(&plan, m) != 0) {
+	if (presign(&r->plan, r->m) != 0) {
 		fprintf(stderr, "paycb-sim: signing failed\n");
-		goto done;
+		return EXIT_SOFTWARE;
 	}
-	fprintf(stderr, "paycb-sim: %d notifications signed in %lld ms\n", plan.nnotes,
+	fprintf(stderr, "paycb-sim: %d notifications signed in %lld ms\n", r->plan.nnotes,
 	        (clock_mono_us() - t0) / 1000);
-	if (!o->ingest_only && sim_poller_start(&pl, &cf.db, &plan, &st, err, sizeof(err)) != 0) {
+	if (!r->o->ingest_only &&
+	    sim_poller_start(&r->pl, &r->cf.db, &r->plan, &r->st, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim: %s\n", err);
-		rc = EXIT_UNAVAILABLE;
-		goto done;
+		return EXIT_UNAVAILABLE;
 	}
-	t0 = clock_mono_us();
-	deadline = t0 + (long long)o->wait_s * 1000000;
-	if (sim_engine_start(&eng, &plan, m, o, cf.ingest.listen_addr, (int)cf.ingest.listen_port,
-	                     &st, err, sizeof(err)) != 0) {
+	return 0;
+}
+
+/* run_deliver - the engine pushes every chain until done or --wait runs out. */
+static int
+run_deliver(struct run *r)
+{
+	char err[2048] = "";
+
+	r->t0 = clock_mono_us();
+	r->deadline = r->t0 + (long long)r->o->wait_s * 1000000;
+	if (sim_engine_start(&r->eng, &r->plan, r->m, r->o, r->cf.ingest.listen_addr,
+	                     (int)r->cf.ingest.listen_port, &r->st, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim: %s\n", err);
-		goto done;
+		return EXIT_SOFTWARE;
 	}
 	/* Deliveries first, then the database settles; both within --wait. */
-	for (long long next = t0 + 1000000;
-	     sim_engine_pending(eng) > 0 && clock_mono_us() < deadline;) {
+	for (long long next = r->t0 + 1000000;
+	     sim_engine_pending(r->eng) > 0 && clock_mono_us() < r->deadline;) {
 		sleep_ms(50);
-		if (o->progress && clock_mono_us() >= next) {
-			progress(&st, t0, sim_engine_pending(eng));
+		if (r->o->progress && clock_mono_us() >= next) {
+			progress(&r->st, r->t0, sim_engine_pending(r->eng));
 			next += 1000000;
 		}
 	}
+	return 0;
+}
+
+/* run_settle - checks the database every half second until all is as expected or the
+ * deadline. 0 or an exit code. */
+static int
+run_settle(struct run *r)
+{
 	for (long long next = 0, printed = -1;;) {
 		long long now = clock_mono_us();
 
 		if (now >= next) {
-			if (sim_check(&db, &plan, m, nm, o, ladder_fits, &res, NULL) != 0) {
-				fprintf(stderr, "paycb-sim: checking: %s\n", db.last_error);
-				rc = EXIT_UNAVAILABLE;
-				goto done;
+			if (sim_check(&r->db, &r->plan, r->m, r->nm, r->o, r->ladder_fits, &r->res,
+			              NULL) != 0) {
+				fprintf(stderr, "paycb-sim: checking: %s\n", r->db.last_error);
+				return EXIT_UNAVAILABLE;
 			}
-			checked = 1;
-			if (res.mismatches == 0 || now >= deadline)
-				break;
-			if (o->progress && (now - t0) / 1000000 != printed) {
-				printed = (now - t0) / 1000000;
+			r->checked = 1;
+			if (r->res.mismatches == 0 || now >= r->deadline)
+				return 0;
+			if (r->o->progress && (now - r->t0) / 1000000 != printed) {
+				printed = (now - r->t0) / 1000000;
 				fprintf(stderr,
 				        "[%4llds] settling: %lld of %d cases as expected, %lld "
 				        "rows pending\n",
-				        (now - t0) / 1000000, res.cases_ok, plan.ncases,
-				        res.rows_pending);
+				        (now - r->t0) / 1000000, r->res.cases_ok, r->plan.ncases,
+				        r->res.rows_pending);
 			}
 			next = now + SIM_CHECK_EVERY_MS * 1000;
 		}
 		sleep_ms(50);
 	}
-	if (o->progress)
-		progress(&st, t0, sim_engine_pending(eng));
-	sim_poller_stop(pl);
-	pl = NULL;
-	sim_engine_stop(eng);
-	eng = NULL;
+}
+
+/* run_finish - stops the engine, prints every mismatch and the report; the exit code. */
+static int
+run_finish(struct run *r)
+{
+	struct expected x;
+
+	if (r->o->progress)
+		progress(&r->st, r->t0, sim_engine_pending(r->eng));
+	sim_poller_stop(r->pl);
+	r->pl = NULL;
+	sim_engine_stop(r->eng);
+	r->eng = NULL;
 	/* The final check prints every mismatch. */
-	if (res.mismatches > 0)
-		sim_check(&db, &plan, m, nm, o, ladder_fits, &res, stdout);
-	if (st.gave_up > 0 || st.abandoned > 0) {
+	if (r->res.mismatches > 0)
+		sim_check(&r->db, &r->plan, r->m, r->nm, r->o, r->ladder_fits, &r->res, stdout);
+	/* The channel's side of the refunds, once the database settled. */
+	if (sim_ledger_check(r->o, &r->plan, r->m, &r->res, stdout) != 0)
+		r->res.mismatches++;
+	if (r->st.gave_up > 0 || r->st.abandoned > 0) {
 		printf("mismatch: %lld delivery chains were never acknowledged (%lld given up by "
 		       "the channel's schedule, %lld still open at the end of --wait)\n",
-		       (long long)(st.gave_up + st.abandoned), (long long)st.gave_up,
-		       (long long)st.abandoned);
-		res.mismatches++;
+		       (long long)(r->st.gave_up + r->st.abandoned), (long long)r->st.gave_up,
+		       (long long)r->st.abandoned);
+		r->res.mismatches++;
 	}
-	expect(&plan, ladder_fits, !o->ingest_only, &x);
-	report(o, &plan, &st, &res, &x, ladder_fits, ladder_s, clock_mono_us() - t0);
-	rc = checked && res.mismatches == 0 ? 0 : SIM_EXIT_MISMATCH;
-done:
-	sim_poller_stop(pl);
-	sim_engine_stop(eng);
-	if (db_up)
-		db_close(&db);
-	sim_plan_free(&plan);
-	sim_merchants_free(m, nm);
-	sim_stats_free(&st);
-	conf_free(&cf);
+	expect(&r->plan, r->ladder_fits, !r->o->ingest_only, &x);
+	report(r->o, &r->plan, &r->st, &r->res, &x, r->ladder_fits, r->ladder_s,
+	       clock_mono_us() - r->t0);
+	return r->checked && r->res.mismatches == 0 ? 0 : SIM_EXIT_MISMATCH;
+}
+
+int
+sim_run(struct sim_opts *o)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	int rc = EXIT_SOFTWARE;
+
+	if (r == NULL)
+		return EXIT_SOFTWARE;
+	r->o = o;
+	sim_stats_init(&r->st);
+	if ((rc = run_load(r)) == 0 && (rc = run_prepare(r)) == 0 && (rc = run_deliver(r)) == 0 &&
+	    (rc = run_settle(r)) == 0)
+		rc = run_finish(r);
+	sim_poller_stop(r->pl);
+	sim_engine_stop(r->eng);
+	if (r->db_up)
+		db_close(&r->db);
+	sim_plan_free(&r->plan);
+	sim_merchants_free(r->m, r->nm);
+	sim_stats_free(&r->st);
+	conf_free(&r->cf);
 	fflush(stdout);
+	free(r);
 	return rc;
 }
