@@ -226,6 +226,19 @@ sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, 
 	    random_text(f->wx_merchant_serial, 40, "0123456789ABCDEF") != 0)
 		goto done;
 
+	what = "Alipay app key";
+	snprintf(f->ali_app_key, sizeof(f->ali_app_key), "%s/%s", mdir, SIM_ALI_APP_KEY);
+	EVP_PKEY_free(ali);
+	if ((ali = EVP_RSA_gen(2048)) == NULL || write_privkey(f->ali_app_key, ali) != 0)
+		goto done;
+
+	what = "Stripe secret key";
+	memcpy(secret, "sk_test_", 8);
+	snprintf(f->stripe_api_key, sizeof(f->stripe_api_key), "%s/stripe_api_key", mdir);
+	if (random_text(secret + 8, 32, alnum) != 0 ||
+	    write_file(f->stripe_api_key, secret, 40, 0600) != 0)
+		goto done;
+
 	what = "Stripe endpoint secret";
 	for (int i = 0; i < 2; i++) {
 		memcpy(secret, "whsec_", 6);
