@@ -37,6 +37,8 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "cfg.h"
+#include "chan_client.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "httpc.h"
@@ -59,6 +61,7 @@ static struct db tdb;
 static char dir[512], conf_path[640], appr_path[640], tls_path[640], badca_path[640], keys[600];
 static int sim_port, sim_tls_port, sim_pid = -1, ingest_port, ingest_admin;
 static int seq;
+static struct sim_mfiles mfs; /* the merchant's key files */
 /* Every process a test started, killed at teardown when a failed assertion left it. */
 static int kids[64], nkids;
 
@@ -274,7 +277,7 @@ refunds_survive_channel_faults(void **state)
 	const struct chan_case *ch = *state;
 	const char *faults[] = {"drop=1", "e5xx=2", "e429=1", "slow=1&slow_ms=2500", "forge=1"};
 	char orders[5][64];
-	long long ids[5], cents[5];
+	long long ids[5], cents[5], bad0 = stat_of("bad_sig");
 	int pid;
 
 	assert_true((pid = reconciler_start(conf_path, "recon-faults")) > 0);
@@ -294,7 +297,8 @@ refunds_survive_channel_faults(void **state)
 	assert_int_equal(
 	    q_i64("SELECT COUNT(*) FROM refund_requests WHERE id >= ? AND attempts > 0", ids[0]),
 	    5);
-	assert_int_equal(stat_of("bad_sig"), 0);
+	/* Every request the reconciler sent carried good credentials. */
+	assert_int_equal(stat_of("bad_sig"), bad0);
 }
 
 static void
@@ -598,11 +602,12 @@ forged_query_answer_pays_nothing(void **state)
 		                     "AND status = 'PENDING' AND recon_step = 1",
 		                     (struct db_in[]){DBI_STR(order)}, 1, 1, WAIT_MS),
 		    0);
-		assert_int_equal(db_exec(&tdb,
-		                         "UPDATE orders SET recon_next_at = NOW(3) WHERE "
-		                         "out_trade_no = ? AND status = 'PENDING'",
-		                         (struct db_in[]){DBI_STR(order)}, 1, NULL, NULL),
-		                 DB_OK);
+		assert_int_equal(
+		    db_exec(&tdb,
+		            "UPDATE orders SET recon_step = 0, recon_next_at = NOW(3) WHERE "
+		            "out_trade_no = ? AND status = 'PENDING'",
+		            (struct db_in[]){DBI_STR(order)}, 1, NULL, NULL),
+		    DB_OK);
 	} else {
 		/* Signed channels name the refusal, and the step is tried again. */
 		assert_true(harness_file_count(log, "outcome=forged") >= forged0 + 2);
@@ -694,12 +699,116 @@ wrong_ca_then_https(void **state)
 	assert_refunded(ch, order, 3210, 1);
 }
 
+/* ali_client - an Alipay client of the merchant against the simulator, signing with key. */
+static struct chan_client *
+ali_client(EVP_PKEY *key, EVP_PKEY **alipay)
+{
+	char url[128], err[256];
+	struct chan_client *c = NULL;
+	struct chan_client_conf cc = {.channel = CHAN_ALIPAY,
+	                              .merchant_id = "sim-check",
+	                              .base_url = url,
+	                              .allow_http = 1,
+	                              .rate_per_s = 100};
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/ali/gateway.do", sim_port);
+	cc.ali = (struct chan_ali_cred){mfs.app_id, key, alipay, 1};
+	if (chan_client_new(&cc, &c, err, sizeof(err)) != 0)
+		print_message("# %s\n", err);
+	return c;
+}
+
+/* stripe_post - a raw POST to the simulator's Stripe API with a key and an Idempotency-Key. */
+static int
+stripe_post(const char *key, const char *idem, const char *form, struct httpc_resp *r)
+{
+	char hdrs[400];
+
+	snprintf(hdrs, sizeof(hdrs),
+	         "Authorization: Bearer %s\r\nIdempotency-Key: %s\r\nContent-Type: "
+	         "application/x-www-form-urlencoded\r\n",
+	         key, idem);
+	return httpc_request(sim_port, "POST", "/stripe/v1/refunds", hdrs, form, strlen(form), 5000,
+	                     r);
+}
+
+/*
+ * simulator_answers_as_the_channels - what the other cases rely on: Alipay gives one refund
+ * per out_request_no (a repeat says fund_change=N) and refuses a request signed with another
+ * app key with a signed isv.invalid-signature; Stripe replays an Idempotency-Key's answer for
+ * the same parameters, refuses other parameters with idempotency_error, deduplicates nothing
+ * else, and refuses a wrong secret key.
+ */
+static void
+simulator_answers_as_the_channels(void **state)
+{
+	static struct httpc_resp a, b;
+	char order[64], txn[48], err[256], form[300], *key = NULL;
+	const struct chan_refund_req q = {{NULL, NULL}, "chk-1", 100, 500, "CNY", NULL, NULL};
+	struct chan_refund_req rq = q;
+	EVP_PKEY *app = NULL, *alipay = NULL, *stranger = EVP_RSA_gen(2048);
+	struct chan_client *good, *bad;
+	struct chan_refund f;
+	struct chan_payment p;
+	struct chan_result res;
+	long long refunded, n, posts;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(at_channel(&CH[1], "chk", 500, "PAID", order, sizeof(order), NULL, 0), 0);
+	assert_int_equal(sig_load_privkey_file(mfs.ali_app_key, &app, err, sizeof(err)), 0);
+	assert_int_equal(sig_load_pubkey_file(mfs.ali_pub, &alipay, err, sizeof(err)), 0);
+	assert_non_null(good = ali_client(app, &alipay));
+	assert_non_null(bad = ali_client(stranger, &alipay));
+	rq.order.out_trade_no = order;
+	assert_int_equal(chan_refund(good, &rq, &f, &res), 0);
+	assert_int_equal(f.state, CHAN_REFUND_SUCCEEDED);
+	assert_int_equal(chan_refund(good, &rq, &f, &res), 0);
+	assert_int_equal(f.state, CHAN_REFUND_PENDING); /* fund_change=N: not this call's */
+	assert_string_equal(f.status, "fund_change=N");
+	assert_int_equal(ledger(&CH[1], order, &refunded, &n, &posts), 0);
+	assert_true(refunded == 100 && n == 1 && posts == 2);
+	chan_query_payment(bad, &rq.order, &p, &res);
+	assert_int_equal(res.outcome, CHAN_FINAL);
+	assert_string_equal(res.code, "isv.invalid-signature");
+	assert_int_equal(res.authenticated, 1);
+	chan_client_free(good);
+	chan_client_free(bad);
+
+	assert_int_equal(
+	    at_channel(&CH[2], "chk", 500, "PAID", order, sizeof(order), txn, sizeof(txn)), 0);
+	assert_int_equal(cfg_read_secret(mfs.stripe_api_key, &key, &len, err, sizeof(err)), 0);
+	snprintf(form, sizeof(form), "payment_intent=%s&amount=100&metadata[paycb_refund_no]=x1",
+	         txn);
+	assert_int_equal(stripe_post(key, "k1", form, &a), 0);
+	assert_int_equal(a.status, 200);
+	assert_int_equal(stripe_post(key, "k1", form, &b), 0);
+	assert_int_equal(b.status, 200);
+	assert_true(a.body_len == b.body_len && memcmp(a.body, b.body, a.body_len) == 0);
+	snprintf(form, sizeof(form), "payment_intent=%s&amount=200&metadata[paycb_refund_no]=x1",
+	         txn);
+	assert_int_equal(stripe_post(key, "k1", form, &b), 0);
+	assert_int_equal(b.status, 400);
+	assert_non_null(memmem(b.body, b.body_len, "idempotency_error", 17));
+	assert_int_equal(stripe_post(key, "k2", form, &b), 0);
+	assert_int_equal(b.status, 200);
+	assert_int_equal(stripe_post("sk_test_wrong", "k3", form, &b), 0);
+	assert_int_equal(b.status, 401);
+	assert_int_equal(ledger(&CH[2], order, &refunded, &n, &posts), 0);
+	/* Four POSTs reached the ledger (the wrong key's did not); two refunds were made. */
+	assert_true(refunded == 300 && n == 2 && posts == 4);
+	free(key);
+	EVP_PKEY_free(app);
+	EVP_PKEY_free(alipay);
+	EVP_PKEY_free(stranger);
+}
+
 /* write_confs - the plain-HTTP configuration (and its approval twin), and the HTTPS ones
  * trusting the test CA and the other CA. */
 static int
 write_confs(struct sim_mfiles *mf, const struct testca *ca, char *err, size_t errlen)
 {
-	char base[640], iport[64], iadmin[64], cafile[800], badfile[800];
+	char base[640], iport[64], iadmin[64], cafile[800], badfile[800], url[64];
 	char *sets[12] = {"reconciler.sweep_interval_s=1",
 	                  "reconciler.refund_ladder_s=[1, 1, 2]",
 	                  "reconciler.admin_port=0",
@@ -711,14 +820,12 @@ write_confs(struct sim_mfiles *mf, const struct testca *ca, char *err, size_t er
 	                  "reconciler.allow_http=true"};
 	int nsets = 9;
 
+	mfs = *mf;
 	snprintf(base, sizeof(base), "%s/base.conf", dir);
 	snprintf(iport, sizeof(iport), "ingest.listen_port=%d", ingest_port);
 	snprintf(iadmin, sizeof(iadmin), "ingest.admin_port=%d", ingest_admin);
-	snprintf(mf->wx_api_base, sizeof(mf->wx_api_base), "http://127.0.0.1:%d/wx", sim_port);
-	snprintf(mf->ali_api_base, sizeof(mf->ali_api_base), "http://127.0.0.1:%d/ali/gateway.do",
-	         sim_port);
-	snprintf(mf->stripe_api_base, sizeof(mf->stripe_api_base), "http://127.0.0.1:%d/stripe",
-	         sim_port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", sim_port);
+	sim_mfiles_api(mf, url);
 	if (harness_write_conf(&cf, base, NULL) != 0 ||
 	    sim_conf_write(base, conf_path, mf, 1, sets, nsets, err, errlen) != 0)
 		return -1;
@@ -726,11 +833,8 @@ write_confs(struct sim_mfiles *mf, const struct testca *ca, char *err, size_t er
 	if (sim_conf_write(base, appr_path, mf, 1, sets, nsets + 1, err, errlen) != 0)
 		return -1;
 	/* HTTPS only: plain HTTP is not allowed there. */
-	snprintf(mf->wx_api_base, sizeof(mf->wx_api_base), "https://127.0.0.1:%d/wx", sim_tls_port);
-	snprintf(mf->ali_api_base, sizeof(mf->ali_api_base), "https://127.0.0.1:%d/ali/gateway.do",
-	         sim_tls_port);
-	snprintf(mf->stripe_api_base, sizeof(mf->stripe_api_base), "https://127.0.0.1:%d/stripe",
-	         sim_tls_port);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d", sim_tls_port);
+	sim_mfiles_api(mf, url);
 	snprintf(cafile, sizeof(cafile), "reconciler.ca_file=\"%s\"", ca->ca);
 	snprintf(badfile, sizeof(badfile), "reconciler.ca_file=\"%s\"", ca->other_ca);
 	sets[nsets - 1] = cafile;
@@ -830,6 +934,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(simulator_answers_as_the_channels, case_teardown),
 	    PER_CHANNEL(refunds_survive_channel_faults),
 	    PER_CHANNEL(refunds_survive_sigkill),
 	    PER_CHANNEL(final_refusal_fails_with_alert),

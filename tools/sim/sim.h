@@ -94,6 +94,12 @@ int sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles 
  */
 int sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, int nm,
                    char *const *sets, int nsets, char *err, size_t errlen);
+/*
+ * Points the merchant's three channel API base URLs at a `paycb-sim api` listening at url
+ * ("http://127.0.0.1:P" or "https://127.0.0.1:T"): url/wx, url/ali/gateway.do, url/stripe.
+ * sim_conf_write then also names the Alipay app key and the Stripe secret key.
+ */
+void sim_mfiles_api(struct sim_mfiles *f, const char *url);
 
 /* A merchant as the simulator sees it: the channels' private side. */
 struct sim_merchant {

@@ -154,10 +154,8 @@ st_refund_create(struct api_call *k, const struct form *f)
 	struct api_refund *r;
 	long long want;
 
-	sim_api.refund_posts++;
 	if (o == NULL)
 		return st_error(400, "invalid_request_error", "resource_missing");
-	o->refund_posts++;
 	want = amt != NULL ? atoll(amt->val) : o->amount - o->refunded;
 	if (no != NULL && strlen(no->val) > 64)
 		return st_error(400, "invalid_request_error", "parameter_invalid_string_too_long");
@@ -326,6 +324,23 @@ st_send(struct MHD_Connection *c, const struct api_call *k, unsigned status, con
 	return rc;
 }
 
+/* st_count_post - every refund POST counts, a replayed or refused one too. */
+static void
+st_count_post(const struct api_call *k, const struct api_req *r)
+{
+	struct form f = {0};
+	const struct form_pair *pi;
+	struct api_order *o;
+	char err[128];
+
+	sim_api.refund_posts++;
+	if (form_decode((const uint8_t *)r->body, r->len, &f, err, sizeof(err)) == 0 &&
+	    (pi = form_get(&f, "payment_intent")) != NULL &&
+	    (o = sim_api_find_txn(SIM_STRIPE, k->mi, pi->val)) != NULL)
+		o->refund_posts++;
+	form_free(&f);
+}
+
 /* st_serve - an authenticated call after its faults: replay, or run and store. */
 static enum MHD_Result
 st_serve(struct MHD_Connection *c, struct api_call *k, const char *method, const char *path,
@@ -337,6 +352,8 @@ st_serve(struct MHD_Connection *c, struct api_call *k, const char *method, const
 	struct st_res res;
 	enum MHD_Result rc;
 
+	if (strcmp(method, "POST") == 0 && strcmp(path, "/v1/refunds") == 0)
+		st_count_post(k, r);
 	if (strcmp(method, "POST") != 0 || idem == NULL || strlen(idem) > 255)
 		idem = NULL;
 	else if (asprintf(&req, "%s %s\n%s", method, path, r->body) < 0)

@@ -186,6 +186,14 @@ add_merchant(config_setting_t *list, const struct sim_mfiles *f)
 	return 0;
 }
 
+void
+sim_mfiles_api(struct sim_mfiles *f, const char *url)
+{
+	snprintf(f->wx_api_base, sizeof(f->wx_api_base), "%s/wx", url);
+	snprintf(f->ali_api_base, sizeof(f->ali_api_base), "%s/ali/gateway.do", url);
+	snprintf(f->stripe_api_base, sizeof(f->stripe_api_base), "%s/stripe", url);
+}
+
 int
 sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, int nm,
                char *const *sets, int nsets, char *err, size_t errlen)
