@@ -659,42 +659,67 @@ closed_order_closed_at_channel(void **state)
 	                 1);
 }
 
+/* wait_log - until the log has a line with needle (the reconciler logs each failed call). */
+static long long
+wait_log(const char *log, const char *needle)
+{
+	for (long long end = harness_now_ms() + WAIT_MS;
+	     harness_file_count(log, needle) == 0 && harness_now_ms() < end;)
+		usleep(20 * 1000);
+	return harness_file_count(log, needle);
+}
+
 /*
  * wrong_ca_then_https - over HTTPS, a reconciler trusting another CA cannot finish a TLS
- * handshake: nothing reaches the channel, the refund is retried (never FAILED, nothing
- * believed); a reconciler trusting the test CA then refunds it exactly once.
+ * handshake: nothing reaches the channel, the refund is retried (never FAILED) and the paid
+ * order's query fails (nothing reserved): no decision is made from the impostor. A reconciler
+ * trusting the test CA then refunds once and recovers the payment.
  */
 static void
 wrong_ca_then_https(void **state)
 {
 	const struct chan_case *ch = *state;
-	char order[64], log[700];
+	char order[64], paid[64], txn[48], log[700], needle[100];
 	long long id, requests0, refunded = -1, n = -1, posts = -1;
 	struct db_in in[1];
 	int pid;
 
 	assert_true((id = request(ch, "tls", 3210, order, sizeof(order))) > 0);
+	pending_paid_at_channel(ch, "tlsq", 4321, paid, sizeof(paid), txn, sizeof(txn));
 	in[0] = (struct db_in)DBI_I64(id);
 	requests0 = stat_of("requests");
 	snprintf(log, sizeof(log), "%s/recon-badca.log", dir);
+	snprintf(needle, sizeof(needle), "order=%s channel=%s outcome=retry", paid, ch->name);
 	assert_true((pid = reconciler_start(badca_path, "recon-badca")) > 0);
 	assert_int_equal(harness_wait_i64(&tdb,
 	                                  "SELECT COUNT(*) FROM refund_requests WHERE id = ? AND "
 	                                  "attempts >= 2 AND status = 'REQUESTED'",
 	                                  in, 1, 1, WAIT_MS),
 	                 0);
+	assert_true(wait_log(log, needle) >= 1);
 	assert_int_equal(harness_stop(pid, SIGTERM, 20000), 0);
 	assert_int_equal(stat_of("requests"), requests0);
 	assert_int_equal(ledger(ch, order, &refunded, &n, &posts), 0);
 	assert_int_equal(posts, 0);
 	assert_int_equal(n, 0);
-	assert_true(harness_file_count(log, "outcome=retry") >= 2);
+	assert_true(harness_file_count(log, "code=tls") >= 3);
 	assert_int_equal(q_i64("SELECT COUNT(*) FROM alerts a JOIN refund_requests r ON "
 	                       "a.out_trade_no = r.out_trade_no WHERE r.id = ?",
 	                       id),
 	                 0);
+	assert_int_equal(
+	    rows_of("SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no = ?", paid), 0);
+	assert_int_equal(rows_of("SELECT COUNT(*) FROM orders WHERE out_trade_no = ? AND status = "
+	                         "'PENDING' AND recon_step = 0",
+	                         paid),
+	                 1);
 	assert_true((pid = reconciler_start(tls_path, "recon-tls")) > 0);
 	assert_int_equal(wait_status(id, "DONE"), 0);
+	assert_int_equal(harness_wait_i64(&tdb,
+	                                  "SELECT COUNT(*) FROM pay_callback_log WHERE "
+	                                  "out_trade_no = ? AND source = 'query'",
+	                                  (struct db_in[]){DBI_STR(paid)}, 1, 1, WAIT_MS),
+	                 0);
 	assert_int_equal(harness_stop(pid, SIGTERM, 20000), 0);
 	assert_refunded(ch, order, 3210, 1);
 }
