@@ -323,6 +323,28 @@ done:
 	return rc;
 }
 
+/*
+ * chan_stripe_same_refund - a Refund fetched by id is believed only when it is the one asked
+ * about: the same id, our refund number in its metadata, and the order's PaymentIntent when
+ * both are known. Anything else (a proxy's cache, a mixed-up id) is never a fact about ours.
+ */
+static int
+chan_stripe_same_refund(const json_t *o, const struct chan_refund_ref *q,
+                        const struct chan_refund *f, struct chan_result *r)
+{
+	char pi[CHAN_STR];
+
+	if (chan_json_str(o, "payment_intent", pi, sizeof(pi)) != 0)
+		pi[0] = '\0';
+	if (strcmp(f->refund_id, q->refund_id) != 0 ||
+	    strcmp(f->out_refund_no, q->out_refund_no) != 0 ||
+	    (pi[0] != '\0' && q->order.channel_trade_no != NULL &&
+	     q->order.channel_trade_no[0] != '\0' && strcmp(pi, q->order.channel_trade_no) != 0))
+		return chan_res(r, CHAN_FORGED, "mismatch",
+		                "the Refund is not the one asked about");
+	return 0;
+}
+
 static int
 chan_stripe_query_refund(struct chan_client *c, const struct chan_refund_ref *q,
                          struct chan_refund *f, struct chan_result *r)
@@ -339,9 +361,10 @@ chan_stripe_query_refund(struct chan_client *c, const struct chan_refund_ref *q,
 			goto done;
 		}
 		snprintf(path, sizeof(path), "/v1/refunds/%s", esc);
-		if (chan_stripe_call(c, "GET", path, NULL, NULL, 0, &root, r) != 0)
+		if (chan_stripe_call(c, "GET", path, NULL, NULL, 0, &root, r) != 0 ||
+		    chan_stripe_parse_refund(root, f, r) != 0)
 			goto done;
-		rc = chan_stripe_parse_refund(root, f, r);
+		rc = chan_stripe_same_refund(root, q, f, r);
 		goto done;
 	}
 	if (q->order.channel_trade_no == NULL || !chan_id_ok(q->order.channel_trade_no) ||

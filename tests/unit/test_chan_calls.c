@@ -306,6 +306,16 @@ stripe_serve(struct MHD_Connection *c, const char *method, struct req *r)
 	}
 	if (strcmp(r->uri, "/stripe/v1/refunds") == 0)
 		return answer(c, 200, re, NULL);
+	if (strcmp(r->uri, "/stripe/v1/refunds/re_1") == 0) {
+		/* M_OTHER: an answer about another refund, which must never be taken for ours. */
+		if (S.mode == M_OTHER)
+			return answer(c, 200,
+			              "{\"id\":\"re_9\",\"object\":\"refund\",\"status\":"
+			              "\"failed\",\"amount\":500,\"currency\":\"usd\",\"metadata\":"
+			              "{\"order_id\":\"T1\",\"paycb_refund_no\":\"R9\"}}",
+			              NULL);
+		return answer(c, 200, re, NULL);
+	}
 	if (strncmp(r->uri, "/stripe/v1/refunds?payment_intent=pi_1", 38) == 0) {
 		snprintf(body, sizeof(body),
 		         "{\"object\":\"list\",\"data\":[%s],\"has_more\":false}", re);
@@ -648,6 +658,7 @@ test_stripe_calls(void **state)
 	const struct chan_refund_req q = {{"T1", "pi_1"}, "R1",        500, 1999,
 	                                  "USD",          "duplicate", NULL};
 	const struct chan_refund_ref qr = {{"T1", "pi_1"}, "R1", NULL};
+	const struct chan_refund_ref byrid = {{"T1", "pi_1"}, "R1", "re_1"};
 	const struct chan_order_ref byid = {"T1", "pi_1"};
 	struct chan_payment p;
 	struct chan_refund f;
@@ -670,6 +681,14 @@ test_stripe_calls(void **state)
 	                            "order_id]=T1&metadata[paycb_refund_no]=R1");
 	assert_int_equal(chan_query_refund(c, &qr, &f, &r), 0);
 	assert_int_equal(f.state, CHAN_REFUND_SUCCEEDED);
+	assert_int_equal(chan_query_refund(c, &byrid, &f, &r), 0);
+	assert_int_equal(f.state, CHAN_REFUND_SUCCEEDED);
+	assert_string_equal(f.out_refund_no, "R1");
+	/* A Refund fetched by id that is another refund is no fact about ours. */
+	S.mode = M_OTHER;
+	chan_query_refund(c, &byrid, &f, &r);
+	expect(&r, CHAN_FORGED, "mismatch");
+	S.mode = M_OK;
 	assert_int_equal(chan_close(c, &T1, &r), 0);
 	assert_string_equal(S.idem, "paycb-close-pi_1");
 	chan_close(c, &byid, &r);

@@ -62,6 +62,11 @@ struct sim_mfiles {
 	/* When set, the WeChat Pay API base URL written into the configuration (the
 	 * simulator's channel API, `paycb-sim api`). */
 	char wx_api_base[SIM_PATH];
+	/* The Alipay app key paycb signs its Alipay calls with, and the Stripe secret key it
+	 * presents; the configuration names them (with the base URL) only when the matching
+	 * ali_api_base or stripe_api_base is set, so no configuration calls the real channels. */
+	char ali_app_key[SIM_PATH], stripe_api_key[SIM_PATH];
+	char ali_api_base[SIM_PATH], stripe_api_base[SIM_PATH];
 };
 
 /*
@@ -77,6 +82,7 @@ int sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles 
 #define SIM_WX_PUB_KEY  "wx_pubkey_key.pem"
 #define SIM_ALI_KEY     "alipay_key.pem"
 #define SIM_WX_MCH_KEY  "wx_merchant_key.pem"
+#define SIM_ALI_APP_KEY "alipay_app_key.pem"
 
 /* ---- sim_conf.c ------------------------------------------------------------------------ */
 
@@ -89,6 +95,12 @@ int sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles 
  */
 int sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, int nm,
                    char *const *sets, int nsets, char *err, size_t errlen);
+/*
+ * Points the merchant's three channel API base URLs at a `paycb-sim api` listening at url
+ * ("http://127.0.0.1:P" or "https://127.0.0.1:T"): url/wx, url/ali/gateway.do, url/stripe.
+ * sim_conf_write then also names the Alipay app key and the Stripe secret key.
+ */
+void sim_mfiles_api(struct sim_mfiles *f, const char *url);
 
 /* A merchant as the simulator sees it: the channels' private side. */
 struct sim_merchant {

@@ -1,15 +1,18 @@
 /*
- * sim_api_ledger - the state of `paycb-sim api` (the ledger of orders and refunds, the fault
- * counters, the counts of requests), the plain answer both halves queue, and the control
+ * sim_api_ledger - the state of `paycb-sim api` (the ledger of orders and refunds of each
+ * channel, the fault counters, the counts of requests), the plain answer every channel
+ * queues, the start and end of a channel call (where the faults are drawn), and the control
  * requests under /_sim/ that tests and the demo send to register orders, set faults and read
  * the ledger.
  *
- * It sits below sim_api.c, which serves the WeChat Pay calls from the same ledger: this file
- * never calls up into it. Every access to the state is under sim_api.mu.
+ * It sits below the channel files (sim_api_wx.c, sim_api_ali.c, sim_api_stripe.c), which
+ * serve their calls from this ledger: this file never calls up into them. Every access to
+ * the state is under sim_api.mu.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -44,25 +47,108 @@ sim_api_take(long long *n)
 	return 1;
 }
 
+enum api_fault
+sim_api_begin(struct api_call *k)
+{
+	struct api_faults *f = &sim_api.f[k->ch];
+
+	pthread_mutex_lock(&sim_api.mu);
+	if (sim_api_take(&f->e5xx)) {
+		pthread_mutex_unlock(&sim_api.mu);
+		return API_5XX;
+	}
+	if (sim_api_take(&f->e429)) {
+		pthread_mutex_unlock(&sim_api.mu);
+		return API_429;
+	}
+	k->forged = sim_api_take(&f->forge);
+	k->slow = sim_api_take(&f->slow);
+	sim_api.forged += k->forged;
+	return API_GO;
+}
+
+void
+sim_api_end(const struct api_call *k)
+{
+	long long ms = sim_api.slow_ms;
+
+	pthread_mutex_unlock(&sim_api.mu);
+	/* Done (a refund applied); the answer leaves after the handler returns, too late. */
+	if (k->slow && !k->drop)
+		usleep((useconds_t)ms * 1000);
+}
+
 struct api_order *
-sim_api_find_order(int mi, const char *otn)
+sim_api_find_order(int ch, int mi, const char *otn)
 {
 	for (int i = 0; i < sim_api.no; i++)
-		if (sim_api.o[i].mi == mi && strcmp(sim_api.o[i].out_trade_no, otn) == 0)
+		if (sim_api.o[i].ch == ch && sim_api.o[i].mi == mi &&
+		    strcmp(sim_api.o[i].out_trade_no, otn) == 0)
+			return &sim_api.o[i];
+	return NULL;
+}
+
+struct api_order *
+sim_api_find_txn(int ch, int mi, const char *txn)
+{
+	for (int i = 0; i < sim_api.no; i++)
+		if (sim_api.o[i].ch == ch && sim_api.o[i].mi == mi &&
+		    strcmp(sim_api.o[i].txn, txn) == 0)
 			return &sim_api.o[i];
 	return NULL;
 }
 
 struct api_refund *
-sim_api_find_refund(int mi, const char *orn, struct api_order **op)
+sim_api_find_refund(int ch, int mi, const char *orn, int by_id, struct api_order **op)
+{
+	for (int i = 0; i < sim_api.no; i++) {
+		struct api_order *o = &sim_api.o[i];
+
+		for (int k = 0; o->ch == ch && o->mi == mi && k < o->nref; k++) {
+			const char *v =
+			    by_id ? o->refunds[k].refund_id : o->refunds[k].out_refund_no;
+
+			if (v[0] != '\0' && strcmp(v, orn) == 0) {
+				*op = o;
+				return &o->refunds[k];
+			}
+		}
+	}
+	return NULL;
+}
+
+struct api_refund *
+sim_api_refund_apply(struct api_call *k, struct api_order *o, const char *orn, int64_t amount,
+                     const char *id_prefix)
+{
+	struct api_refund *f = realloc(o->refunds, (size_t)(o->nref + 1) * sizeof(*f));
+
+	if (f == NULL)
+		return NULL;
+	o->refunds = f;
+	f = &o->refunds[o->nref++];
+	memset(f, 0, sizeof(*f));
+	snprintf(f->out_refund_no, sizeof(f->out_refund_no), "%s", orn);
+	if (id_prefix != NULL)
+		snprintf(f->refund_id, sizeof(f->refund_id), "%s%016lld", id_prefix, ++sim_api.seq);
+	f->amount = amount;
+	o->refunded += amount;
+	sim_api.refunds_applied++;
+	k->drop = sim_api_take(&sim_api.f[k->ch].drop);
+	return f;
+}
+
+void
+sim_api_ledger_free(void)
 {
 	for (int i = 0; i < sim_api.no; i++)
-		for (int k = 0; sim_api.o[i].mi == mi && k < sim_api.o[i].nref; k++)
-			if (strcmp(sim_api.o[i].refunds[k].out_refund_no, orn) == 0) {
-				*op = &sim_api.o[i];
-				return &sim_api.o[i].refunds[k];
-			}
-	return NULL;
+		free(sim_api.o[i].refunds);
+	free(sim_api.o);
+	for (int i = 0; i < sim_api.nidem; i++) {
+		free(sim_api.idem[i].request);
+		free(sim_api.idem[i].answer);
+	}
+	free(sim_api.idem);
 }
 
 static int
@@ -77,110 +163,162 @@ merchant_index(const char *id)
 static const char *
 fget(const struct form *f, const char *k)
 {
-	for (size_t i = 0; i < f->n; i++)
-		if (strcmp(f->pairs[i].key, k) == 0)
-			return f->pairs[i].val;
-	return NULL;
+	const struct form_pair *p = form_get(f, k);
+
+	return p != NULL ? p->val : NULL;
+}
+
+/* channel_index - "wxpay" (also when absent), "alipay" or "stripe"; -1 for anything else. */
+static int
+channel_index(const char *name)
+{
+	if (name == NULL)
+		return SIM_WX;
+	for (int ch = 0; ch < SIM_NCH; ch++)
+		if (strcmp(sim_ch_name((enum sim_ch)ch), name) == 0)
+			return ch;
+	return -1;
+}
+
+/* The channel's own id of an order, made up when the test gave none. */
+static void
+order_txn(struct api_order *o, const char *given)
+{
+	static const char *const fmt[SIM_NCH] = {"4200%016lld", "2026%016lld", "pi_sim%016lld"};
+
+	if (given != NULL)
+		snprintf(o->txn, sizeof(o->txn), "%s", given);
+	else
+		snprintf(o->txn, sizeof(o->txn), fmt[o->ch], ++sim_api.seq);
+}
+
+/* POST /_sim/order: merchant, out_trade_no, amount (minor units), state, currency, channel,
+ * transaction_id. */
+static enum MHD_Result
+control_order(struct MHD_Connection *c, const struct form *f)
+{
+	int mi = merchant_index(fget(f, "merchant")), ch = channel_index(fget(f, "channel"));
+	const char *otn = fget(f, "out_trade_no"), *amt = fget(f, "amount");
+	const char *st = fget(f, "state"), *cur = fget(f, "currency");
+	struct api_order *o;
+
+	if (mi < 0 || ch < 0 || otn == NULL || amt == NULL || strlen(otn) > 128 ||
+	    sim_api_find_order(ch, mi, otn) != NULL)
+		return sim_api_answer(c, 400, "{\"error\":\"order\"}", NULL);
+	if (sim_api.no == sim_api.ocap) {
+		if ((o = realloc(sim_api.o, (size_t)(sim_api.ocap * 2 + 64) * sizeof(*o))) == NULL)
+			return sim_api_answer(c, 500, "{\"error\":\"memory\"}", NULL);
+		sim_api.o = o;
+		sim_api.ocap = sim_api.ocap * 2 + 64;
+	}
+	o = &sim_api.o[sim_api.no++];
+	memset(o, 0, sizeof(*o));
+	o->ch = ch;
+	o->mi = mi;
+	snprintf(o->out_trade_no, sizeof(o->out_trade_no), "%s", otn);
+	snprintf(o->currency, sizeof(o->currency), "%s", cur ? cur : "CNY");
+	o->amount = atoll(amt);
+	o->state = st != NULL && strcmp(st, "PAID") == 0;
+	order_txn(o, fget(f, "transaction_id"));
+	return sim_api_answer(c, 200, "{}", NULL);
+}
+
+/* POST /_sim/fault: counts for one channel (channel=...) or, without it, for every one. */
+static enum MHD_Result
+control_fault(struct MHD_Connection *c, const struct form *f)
+{
+	static const char *const names[] = {"drop", "e5xx",  "e429",
+	                                    "slow", "forge", "refund_final"};
+	const char *cn = fget(f, "channel");
+	int only = cn != NULL ? channel_index(cn) : -1;
+
+	if (cn != NULL && only < 0)
+		return sim_api_answer(c, 400, "{\"error\":\"channel\"}", NULL);
+	for (int ch = 0; ch < SIM_NCH; ch++) {
+		long long *v[] = {&sim_api.f[ch].drop,  &sim_api.f[ch].e5xx,
+		                  &sim_api.f[ch].e429,  &sim_api.f[ch].slow,
+		                  &sim_api.f[ch].forge, &sim_api.f[ch].refund_final};
+
+		for (size_t i = 0; (only < 0 || only == ch) && i < sizeof(v) / sizeof(v[0]); i++)
+			if (fget(f, names[i]) != NULL)
+				*v[i] = atoll(fget(f, names[i]));
+	}
+	if (fget(f, "slow_ms") != NULL)
+		sim_api.slow_ms = atoll(fget(f, "slow_ms"));
+	return sim_api_answer(c, 200, "{}", NULL);
+}
+
+static char *
+stats_json(void)
+{
+	json_t *j = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "requests", (json_int_t)sim_api.requests,
+	                      "bad_sig", (json_int_t)sim_api.bad_sig, "refunds_applied",
+	                      (json_int_t)sim_api.refunds_applied, "refund_posts",
+	                      (json_int_t)sim_api.refund_posts, "queries",
+	                      (json_int_t)sim_api.queries, "forged", (json_int_t)sim_api.forged);
+	char *s = json_dumps(j, JSON_COMPACT);
+
+	json_decref(j);
+	return s;
+}
+
+/* GET /_sim/ledger?merchant=M&out_trade_no=O[&channel=C]: one order and its refunds. */
+static char *
+ledger_json(struct MHD_Connection *c)
+{
+	static const char *const st[3] = {"NOTPAY", "PAID", "CLOSED"};
+	int mi = merchant_index(MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "merchant"));
+	int ch = channel_index(MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "channel"));
+	const char *otn = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "out_trade_no");
+	struct api_order *o =
+	    mi >= 0 && ch >= 0 && otn != NULL ? sim_api_find_order(ch, mi, otn) : NULL;
+	json_t *rf, *j;
+	char *s;
+
+	if (o == NULL)
+		return NULL;
+	rf = json_array();
+	for (int k = 0; k < o->nref; k++)
+		json_array_append_new(
+		    rf, json_pack("{s:s,s:s,s:I,s:s}", "out_refund_no", o->refunds[k].out_refund_no,
+		                  "refund_id", o->refunds[k].refund_id, "amount",
+		                  (json_int_t)o->refunds[k].amount, "status",
+		                  o->refunds[k].success ? "SUCCESS" : "PROCESSING"));
+	j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:o}", "channel", sim_ch_name((enum sim_ch)ch),
+	              "state", st[o->state], "transaction_id", o->txn, "amount",
+	              (json_int_t)o->amount, "refunded", (json_int_t)o->refunded, "refund_posts",
+	              (json_int_t)o->refund_posts, "closes", (json_int_t)o->closes, "refunds", rf);
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return s;
 }
 
 /* sim_api_control - the test and demo side: orders, faults, the ledger, the counters. */
 enum MHD_Result
 sim_api_control(struct MHD_Connection *c, const char *method, const struct api_req *r)
 {
+	int post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
 	struct form f = {0};
 	char err[128], *body = NULL;
 	enum MHD_Result rc;
-	json_t *j = NULL;
 
 	pthread_mutex_lock(&sim_api.mu);
-	if (strcmp(method, "POST") == 0 &&
-	    form_decode((const uint8_t *)r->body, r->len, &f, err, sizeof(err)) != 0) {
+	if (post && form_decode((const uint8_t *)r->body, r->len, &f, err, sizeof(err)) != 0)
 		rc = sim_api_answer(c, 400, "{\"error\":\"form\"}", NULL);
-	} else if (strcmp(method, "POST") == 0 && strcmp(r->uri, "/_sim/order") == 0) {
-		int mi = merchant_index(fget(&f, "merchant"));
-		const char *otn = fget(&f, "out_trade_no"), *amt = fget(&f, "amount");
-		const char *st = fget(&f, "state"), *cur = fget(&f, "currency");
-		struct api_order *o;
-
-		if (mi < 0 || otn == NULL || amt == NULL || strlen(otn) > 128 ||
-		    sim_api_find_order(mi, otn) != NULL) {
-			rc = sim_api_answer(c, 400, "{\"error\":\"order\"}", NULL);
-		} else if (sim_api.no == sim_api.ocap &&
-		           (o = realloc(sim_api.o, (size_t)(sim_api.ocap * 2 + 64) * sizeof(*o))) ==
-		               NULL) {
-			rc = sim_api_answer(c, 500, "{\"error\":\"memory\"}", NULL);
-		} else {
-			if (sim_api.no == sim_api.ocap) {
-				sim_api.o = o;
-				sim_api.ocap = sim_api.ocap * 2 + 64;
-			}
-			o = &sim_api.o[sim_api.no++];
-			memset(o, 0, sizeof(*o));
-			o->mi = mi;
-			snprintf(o->out_trade_no, sizeof(o->out_trade_no), "%s", otn);
-			snprintf(o->currency, sizeof(o->currency), "%s", cur ? cur : "CNY");
-			o->amount = atoll(amt);
-			o->state = st != NULL && strcmp(st, "PAID") == 0;
-			if (fget(&f, "transaction_id") != NULL)
-				snprintf(o->txn, sizeof(o->txn), "%s", fget(&f, "transaction_id"));
-			else
-				snprintf(o->txn, sizeof(o->txn), "4200%016lld", ++sim_api.seq);
-			rc = sim_api_answer(c, 200, "{}", NULL);
-		}
-	} else if (strcmp(method, "POST") == 0 && strcmp(r->uri, "/_sim/fault") == 0) {
-		static const struct {
-			const char *k;
-			long long *v;
-		} fs[] = {{"drop", &sim_api.drop},      {"e5xx", &sim_api.e5xx},
-		          {"e429", &sim_api.e429},      {"slow", &sim_api.slow},
-		          {"forge", &sim_api.forge},    {"refund_final", &sim_api.refund_final},
-		          {"slow_ms", &sim_api.slow_ms}};
-
-		for (size_t i = 0; i < sizeof(fs) / sizeof(fs[0]); i++)
-			if (fget(&f, fs[i].k) != NULL)
-				*fs[i].v = atoll(fget(&f, fs[i].k));
-		rc = sim_api_answer(c, 200, "{}", NULL);
-	} else if (strcmp(method, "GET") == 0 && strcmp(r->uri, "/_sim/stats") == 0) {
-		j = json_pack("{s:I,s:I,s:I,s:I,s:I}", "requests", (json_int_t)sim_api.requests,
-		              "bad_sig", (json_int_t)sim_api.bad_sig, "refunds_applied",
-		              (json_int_t)sim_api.refunds_applied, "refund_posts",
-		              (json_int_t)sim_api.refund_posts, "queries",
-		              (json_int_t)sim_api.queries);
-		body = json_dumps(j, JSON_COMPACT);
+	else if (post && strcmp(r->uri, "/_sim/order") == 0)
+		rc = control_order(c, &f);
+	else if (post && strcmp(r->uri, "/_sim/fault") == 0)
+		rc = control_fault(c, &f);
+	else if (get && strcmp(r->uri, "/_sim/stats") == 0 && (body = stats_json()) != NULL)
 		rc = sim_api_answer(c, 200, body, NULL);
-	} else if (strcmp(method, "GET") == 0 && strncmp(r->uri, "/_sim/ledger?", 13) == 0) {
-		int mi = merchant_index(
-		    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "merchant"));
-		const char *otn =
-		    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "out_trade_no");
-		struct api_order *o = mi >= 0 && otn != NULL ? sim_api_find_order(mi, otn) : NULL;
-
-		if (o == NULL) {
-			rc = sim_api_answer(c, 404, "{\"error\":\"no such order\"}", NULL);
-		} else {
-			static const char *const st[3] = {"NOTPAY", "PAID", "CLOSED"};
-			json_t *rf = json_array();
-
-			for (int k = 0; k < o->nref; k++)
-				json_array_append_new(
-				    rf,
-				    json_pack("{s:s,s:I,s:s}", "out_refund_no",
-				              o->refunds[k].out_refund_no, "amount",
-				              (json_int_t)o->refunds[k].amount, "status",
-				              o->refunds[k].success ? "SUCCESS" : "PROCESSING"));
-			j = json_pack("{s:s,s:I,s:I,s:I,s:I,s:o}", "state", st[o->state], "amount",
-			              (json_int_t)o->amount, "refunded", (json_int_t)o->refunded,
-			              "refund_posts", (json_int_t)o->refund_posts, "closes",
-			              (json_int_t)o->closes, "refunds", rf);
-			body = json_dumps(j, JSON_COMPACT);
-			rc = sim_api_answer(c, 200, body, NULL);
-		}
-	} else {
+	else if (get && strncmp(r->uri, "/_sim/ledger?", 13) == 0)
+		rc = (body = ledger_json(c)) != NULL
+		         ? sim_api_answer(c, 200, body, NULL)
+		         : sim_api_answer(c, 404, "{\"error\":\"no such order\"}", NULL);
+	else
 		rc = sim_api_answer(c, 404, "{\"error\":\"not found\"}", NULL);
-	}
 	pthread_mutex_unlock(&sim_api.mu);
 	form_free(&f);
-	json_decref(j);
 	free(body);
 	return rc;
 }

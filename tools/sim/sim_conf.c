@@ -166,6 +166,10 @@ add_merchant(config_setting_t *list, const struct sim_mfiles *f)
 	    (a = config_setting_add(g, "public_key_files", CONFIG_TYPE_ARRAY)) == NULL ||
 	    config_setting_set_string_elem(a, -1, f->ali_pub) == NULL)
 		return -1;
+	if (f->ali_api_base[0] != '\0' &&
+	    (add_str(g, "app_private_key_file", f->ali_app_key) == NULL ||
+	     add_str(g, "api_base_url", f->ali_api_base) == NULL))
+		return -1;
 	/* The simulator is a test environment: its Stripe events say livemode false, so its
 	 * merchants are test-mode merchants (docs/ingest.md, "Unroutable notifications"). */
 	if ((g = config_setting_add(m, "stripe", CONFIG_TYPE_GROUP)) == NULL ||
@@ -175,7 +179,19 @@ add_merchant(config_setting_t *list, const struct sim_mfiles *f)
 	    config_setting_set_string_elem(a, -1, f->stripe[0]) == NULL ||
 	    config_setting_set_string_elem(a, -1, f->stripe[1]) == NULL)
 		return -1;
+	if (f->stripe_api_base[0] != '\0' &&
+	    (add_str(g, "api_key_file", f->stripe_api_key) == NULL ||
+	     add_str(g, "api_base_url", f->stripe_api_base) == NULL))
+		return -1;
 	return 0;
+}
+
+void
+sim_mfiles_api(struct sim_mfiles *f, const char *url)
+{
+	snprintf(f->wx_api_base, sizeof(f->wx_api_base), "%s/wx", url);
+	snprintf(f->ali_api_base, sizeof(f->ali_api_base), "%s/ali/gateway.do", url);
+	snprintf(f->stripe_api_base, sizeof(f->stripe_api_base), "%s/stripe", url);
 }
 
 int

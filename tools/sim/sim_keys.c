@@ -165,6 +165,41 @@ random_text(char *out, size_t n, const char *alphabet)
 
 static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
+/*
+ * paycb_keys - the keys paycb's reconciler presents to the channels (the WeChat Pay merchant
+ * API key, the Alipay app key, a Stripe secret key), which the channel API simulator checks.
+ * On failure *what names the key.
+ */
+static int
+paycb_keys(const char *mdir, struct sim_mfiles *f, const char **what)
+{
+	char secret[48];
+	EVP_PKEY *k = NULL;
+	int rc = -1;
+
+	*what = "WeChat Pay merchant API key";
+	snprintf(f->wx_merchant_key, sizeof(f->wx_merchant_key), "%s/%s", mdir, SIM_WX_MCH_KEY);
+	if ((k = EVP_RSA_gen(2048)) == NULL || write_privkey(f->wx_merchant_key, k) != 0 ||
+	    random_text(f->wx_merchant_serial, 40, "0123456789ABCDEF") != 0)
+		goto done;
+	*what = "Alipay app key";
+	snprintf(f->ali_app_key, sizeof(f->ali_app_key), "%s/%s", mdir, SIM_ALI_APP_KEY);
+	EVP_PKEY_free(k);
+	if ((k = EVP_RSA_gen(2048)) == NULL || write_privkey(f->ali_app_key, k) != 0)
+		goto done;
+	*what = "Stripe secret key";
+	memcpy(secret, "sk_test_", 8);
+	snprintf(f->stripe_api_key, sizeof(f->stripe_api_key), "%s/stripe_api_key", mdir);
+	if (random_text(secret + 8, 32, alnum) != 0 ||
+	    write_file(f->stripe_api_key, secret, 40, 0600) != 0)
+		goto done;
+	rc = 0;
+done:
+	OPENSSL_cleanse(secret, sizeof(secret));
+	EVP_PKEY_free(k);
+	return rc;
+}
+
 int
 sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, char *err,
               size_t errlen)
@@ -219,11 +254,7 @@ sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, 
 	    write_pubkey(f->ali_pub, ali) != 0)
 		goto done;
 
-	what = "WeChat Pay merchant API key";
-	snprintf(f->wx_merchant_key, sizeof(f->wx_merchant_key), "%s/%s", mdir, SIM_WX_MCH_KEY);
-	EVP_PKEY_free(wxpub);
-	if ((wxpub = EVP_RSA_gen(2048)) == NULL || write_privkey(f->wx_merchant_key, wxpub) != 0 ||
-	    random_text(f->wx_merchant_serial, 40, "0123456789ABCDEF") != 0)
+	if (paycb_keys(mdir, f, &what) != 0)
 		goto done;
 
 	what = "Stripe endpoint secret";
