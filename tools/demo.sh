@@ -20,7 +20,7 @@
 #
 # Environment: DEMO_ORDERS (10000), DEMO_SEED (42), DEMO_CONCURRENCY (64), DEMO_WAIT (270 s,
 # how long the simulator waits for the outcome), DEMO_DROPPED (30 permille), DEMO_API_CHANNELS
-# (wxpay: the channels paycb-sim api serves; the reconciler calls those), PAYCB_VAR (var).
+# (wxpay,alipay,stripe: the channels paycb-sim api serves; the reconciler calls those), PAYCB_VAR (var).
 # The demo uses the local
 # database and topic prefix of var/paycb.conf (paycb / paycb); every run's orders carry
 # their own run id, so runs never mix. Its processors form the consumer group paycb-demo.
@@ -45,7 +45,7 @@ INGEST_PORT=$PORT INGEST_ADMIN=$((PORT + 1)) P1_ADMIN=$((PORT + 2)) RETRIER_ADMI
 P2_ADMIN=$((PORT + 4)) RECON_ADMIN=$((PORT + 5)) API_PORT=$((PORT + 6))
 DROPPED=${DEMO_DROPPED:-30}
 # The channels the simulator's API serves, and so the ones the reconciler calls in the demo.
-API_CHANNELS=${DEMO_API_CHANNELS:-wxpay}
+API_CHANNELS=${DEMO_API_CHANNELS:-wxpay,alipay,stripe}
 API="http://127.0.0.1:$API_PORT"
 pl_init "$DEMO"
 

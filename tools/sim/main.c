@@ -113,7 +113,7 @@ cmd_keys(int argc, char **argv)
 		}
 		/* The channel API paycb-reconciler calls: the simulator's (`api`). */
 		if (api != NULL)
-			snprintf(f[i].wx_api_base, sizeof(f[i].wx_api_base), "%s/wx", api);
+			sim_mfiles_api(&f[i], api);
 	}
 	if (sim_conf_write(base, conf, f, nm, sets, nsets, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim keys: %s\n", err);
@@ -286,8 +286,9 @@ cmd_run(int argc, char **argv)
 	                     .max_mismatches = 50};
 	int opt, bad = 0;
 
-	/* The channels `paycb-sim api` serves unless --api-channels says otherwise. */
-	o.api_ch[SIM_WX] = 1;
+	/* The channels `paycb-sim api` serves, all three unless --api-channels says otherwise. */
+	for (int ch = 0; ch < SIM_NCH; ch++)
+		o.api_ch[ch] = 1;
 	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1)
 		bad |= run_opt(&o, opt, optarg);
 	if (bad || o.conf == NULL || o.scenario == NULL || optind != argc ||
