@@ -43,6 +43,8 @@ PROGNAME_tools_sim      := paycb-sim
 PROGLIBS_tools_sim       = $(BUILD)/libingest.a $(LIB_CHAN)
 # The reconciler calls the channels through chan/ (docs/channels.md).
 PROGLIBS_reconciler      = $(LIB_CHAN)
+# ingest verifies with chan/'s crypto.
+PROGLIBS_ingest          = $(LIB_CHAN)
 
 objs_of    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
 libobjs_of = $(filter-out $(BUILD)/$(1)/main.o,$(call objs_of,$(1)))
@@ -111,6 +113,7 @@ bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(L
 
 $(BUILD)/tools/sim/%.o: CFLAGS += -Iingest -Ichan
 $(BUILD)/reconciler/%.o: CFLAGS += -Ichan
+$(BUILD)/ingest/%.o: CFLAGS += -Ichan
 $(BUILD)/tests/%.o: CFLAGS += -Itests/support -Ichan -Iingest -Iprocessor -Iretrier -Ireconciler -Itools/sim -Itools/paycbctl -Itools/migrate
 
 # ---- services and tests -----------------------------------------------------------------
@@ -180,8 +183,8 @@ docs: bin/paycb-migrate bin/tests/unit/test_decide
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -MMD -MP -fsanitize=fuzzer-no-link,address,undefined \
-		-Icommon -Iingest -Itests/support $(PKG_CFLAGS)
-FUZZ_SRCS    := $(wildcard common/*.c) $(filter-out ingest/main.c,$(wildcard ingest/*.c)) \
+		-Icommon -Ichan -Iingest -Itests/support $(PKG_CFLAGS)
+FUZZ_SRCS    := $(wildcard common/*.c) $(wildcard chan/*.c) $(filter-out ingest/main.c,$(wildcard ingest/*.c)) \
 		tests/support/testkeys.c tests/fuzz/fuzz_common.c
 FUZZ_OBJS    := $(patsubst %.c,build/fuzz/%.o,$(FUZZ_SRCS))
 FUZZERS      := $(patsubst tests/fuzz/fuzz_%.c,bin/fuzz/fuzz_%,$(filter-out tests/fuzz/fuzz_common.c,$(wildcard tests/fuzz/fuzz_*.c)))

@@ -19,11 +19,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "crypto.h"
 #include "form.h"
 #include "money.h"
-#include "sig.h"
 
-#define ALI_SIGN_B64_MAX SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES)
+#define ALI_SIGN_B64_MAX CRYPTO_B64_ENCODED_LEN(CRYPTO_RSA_MAX_BYTES)
 /* Real notifications carry about 30 parameters; a body with many more is junk. */
 #define ALI_PARAMS_MAX 64
 
@@ -97,7 +97,7 @@ ali_verify_rule(const struct ali_merchant *m, const struct form *f, int keep_sig
 		return 0;
 	for (int i = 0; i < m->nkeys && i < 4 && !ok; i++)
 		if (m->keys[i] != NULL &&
-		    sig_rsa_sha256_verify(m->keys[i], (const uint8_t *)content, clen, sig,
+		    crypto_rsa_sha256_verify(m->keys[i], (const uint8_t *)content, clen, sig,
 		                          siglen) == 0)
 			ok = 1;
 	free(content);
@@ -349,7 +349,7 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
                  char *reason, size_t rlen)
 {
 	const struct form_pair *sign, *stype, *charset, *app, *seller;
-	uint8_t sig[SIG_RSA_MAX_BYTES];
+	uint8_t sig[CRYPTO_RSA_MAX_BYTES];
 	struct form f;
 	char err[96];
 	size_t siglen;
@@ -398,7 +398,7 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
 		goto done;
 	}
 	if (sign->vlen > ALI_SIGN_B64_MAX ||
-	    sig_b64_decode(sign->val, sign->vlen, sig, sizeof(sig), &siglen) != 0) {
+	    crypto_b64_decode(sign->val, sign->vlen, sig, sizeof(sig), &siglen) != 0) {
 		snprintf(reason, rlen, "sign is not base64 of an RSA signature");
 		goto done;
 	}
@@ -444,8 +444,8 @@ ali_sign_notify(EVP_PKEY *alipay_priv, const char *const *keys, const char *cons
 			goto done;
 	}
 	if (ali_sign_content(&f, 0, &content, &clen) != 0 ||
-	    sig_rsa_sha256_sign(alipay_priv, (const uint8_t *)content, clen, &sig, &siglen) != 0 ||
-	    (sig64 = sig_b64_encode_alloc(sig, siglen)) == NULL ||
+	    crypto_rsa_sha256_sign(alipay_priv, (const uint8_t *)content, clen, &sig, &siglen) != 0 ||
+	    (sig64 = crypto_b64_encode_alloc(sig, siglen)) == NULL ||
 	    form_add(&f, "sign_type", 9, "RSA2", 4) != 0 ||
 	    form_add(&f, "sign", 4, sig64, strlen(sig64)) != 0 ||
 	    (*form_body = form_encode(&f)) == NULL)

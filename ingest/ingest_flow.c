@@ -24,7 +24,6 @@
 #include "log.h"
 #include "money.h"
 #include "msg.h"
-#include "sig.h"
 
 const char *
 outcome_name(enum outcome o)

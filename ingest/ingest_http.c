@@ -32,9 +32,9 @@
 #include <time.h>
 
 #include "clock.h"
+#include "digest.h"
 #include "ingest.h"
 #include "log.h"
-#include "sig.h"
 
 #define MAX_HDRS 64
 
@@ -424,7 +424,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &x->hs);
 	if (x->hs.overflow)
 		return http_fail(c, x->ch, 400, "too many headers");
-	sig_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
+	digest_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
 	r = http_precheck(in, c, x, &answered);
 	return answered ? r : http_admit(in, c, x);
 }

@@ -16,7 +16,6 @@
 
 #include "form.h"
 #include "money.h"
-#include "sig.h"
 
 const char *
 verr_name(enum verr e)

@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "sig.h"
+#include "crypto.h"
 
 #define STRIPE_HEADER_MAX 4096
 #define STRIPE_V1_MAX     8
@@ -26,7 +26,7 @@
 struct stripe_hdr {
 	int64_t t;
 	int have_t;
-	uint8_t v1[STRIPE_V1_MAX][SIG_SHA256_LEN];
+	uint8_t v1[STRIPE_V1_MAX][CRYPTO_SHA256_LEN];
 	int nv1;
 };
 
@@ -71,8 +71,8 @@ stripe_header(const char *s, size_t n, struct stripe_hdr *h, char *reason, size_
 		} else if (klen == 2 && item[0] == 'v' && item[1] == '1') {
 			size_t dlen;
 
-			if (h->nv1 >= STRIPE_V1_MAX || vlen != 2 * SIG_SHA256_LEN ||
-			    sig_hex_decode(val, vlen, h->v1[h->nv1], SIG_SHA256_LEN, &dlen) != 0) {
+			if (h->nv1 >= STRIPE_V1_MAX || vlen != 2 * CRYPTO_SHA256_LEN ||
+			    crypto_hex_decode(val, vlen, h->v1[h->nv1], CRYPTO_SHA256_LEN, &dlen) != 0) {
 				snprintf(reason, rlen, "Stripe-Signature v1 malformed or too many");
 				return VERR_HEADER;
 			}
@@ -313,9 +313,9 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
                     size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
-	uint8_t mac[SIG_SHA256_LEN];
+	uint8_t mac[CRYPTO_SHA256_LEN];
 	struct stripe_hdr h;
-	struct sig_part parts[2];
+	struct crypto_part parts[2];
 	char tstr[24];
 	const char *v;
 	size_t vlen;
@@ -342,13 +342,13 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
 		return e;
 	/* The SDKs sign the re-printed integer, so "t=0170..." would not match them either. */
 	snprintf(tstr, sizeof(tstr), "%lld.", (long long)h.t);
-	parts[0] = (struct sig_part){tstr, strlen(tstr)};
-	parts[1] = (struct sig_part){body, len};
+	parts[0] = (struct crypto_part){tstr, strlen(tstr)};
+	parts[1] = (struct crypto_part){body, len};
 	for (int s = 0; s < m->nsecrets && s < 4; s++) {
-		if (sig_hmac_sha256v(m->secrets[s].bytes, m->secrets[s].len, parts, 2, mac) != 0)
+		if (crypto_hmac_sha256v(m->secrets[s].bytes, m->secrets[s].len, parts, 2, mac) != 0)
 			continue;
 		for (int i = 0; i < h.nv1; i++)
-			match |= sig_ct_equal(mac, h.v1[i], SIG_SHA256_LEN);
+			match |= crypto_ct_equal(mac, h.v1[i], CRYPTO_SHA256_LEN);
 	}
 	if (!match) {
 		snprintf(reason, rlen, "no v1 signature matches");
@@ -378,18 +378,18 @@ int
 stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen, time_t t,
                    char *hdr, size_t hlen)
 {
-	uint8_t mac[SIG_SHA256_LEN];
-	char tstr[24], hex[2 * SIG_SHA256_LEN + 1];
-	struct sig_part parts[2];
+	uint8_t mac[CRYPTO_SHA256_LEN];
+	char tstr[24], hex[2 * CRYPTO_SHA256_LEN + 1];
+	struct crypto_part parts[2];
 	int n;
 
 	if (t < 0 || (body == NULL && blen > 0) || hdr == NULL)
 		return -1;
 	snprintf(tstr, sizeof(tstr), "%lld.", (long long)t);
-	parts[0] = (struct sig_part){tstr, strlen(tstr)};
-	parts[1] = (struct sig_part){body, blen};
-	if (sig_hmac_sha256v(secret, len, parts, 2, mac) != 0 ||
-	    sig_hex_encode(mac, sizeof(mac), hex, sizeof(hex)) != 0)
+	parts[0] = (struct crypto_part){tstr, strlen(tstr)};
+	parts[1] = (struct crypto_part){body, blen};
+	if (crypto_hmac_sha256v(secret, len, parts, 2, mac) != 0 ||
+	    crypto_hex_encode(mac, sizeof(mac), hex, sizeof(hex)) != 0)
 		return -1;
 	n = snprintf(hdr, hlen, "t=%lld,v1=%s", (long long)t, hex);
 	return n < 0 || (size_t)n >= hlen ? -1 : 0;

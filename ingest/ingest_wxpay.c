@@ -18,7 +18,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
-#include "sig.h"
+#include "crypto.h"
 
 #define WX_SIGNATURE_TYPE "WECHATPAY2-SHA256-RSA2048"
 #define WX_ALGORITHM      "AEAD_AES_256_GCM"
@@ -123,7 +123,7 @@ wx_find_key(const struct wx_merchant *m, const char *serial, size_t len)
 		    strncmp(k->serial, "PUB_KEY_ID_", 11) == 0) {
 			if (strcmp(s, k->serial) == 0)
 				return k;
-		} else if (sig_serial_equal(s, k->serial)) {
+		} else if (crypto_serial_equal(s, k->serial)) {
 			return k;
 		}
 	}
@@ -141,12 +141,12 @@ wx_gcm_open(const struct wx_merchant *m, const uint8_t *nonce, size_t noncelen, 
 {
 	size_t cap = *outlen;
 
-	if (sig_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, nonce, noncelen, aad, aadlen, raw,
+	if (crypto_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, nonce, noncelen, aad, aadlen, raw,
 	                        rawlen, out, outlen) == 0)
 		return 1;
 	*outlen = cap;
 	return m->apiv3_prev_len != 0 &&
-	       sig_aes_gcm_decrypt(m->apiv3_prev, m->apiv3_prev_len, nonce, noncelen, aad, aadlen,
+	       crypto_aes_gcm_decrypt(m->apiv3_prev, m->apiv3_prev_len, nonce, noncelen, aad, aadlen,
 	                           raw, rawlen, out, outlen) == 0;
 }
 
@@ -196,17 +196,17 @@ wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t 
 		snprintf(reason, rlen, "resource.nonce is not %d bytes", WX_GCM_NONCE_LEN);
 		return VERR_DECRYPT;
 	}
-	if ((raw = malloc(SIG_B64_DECODED_MAX(ctlen) + 1)) == NULL) {
+	if ((raw = malloc(CRYPTO_B64_DECODED_MAX(ctlen) + 1)) == NULL) {
 		snprintf(reason, rlen, "out of memory");
 		return VERR_DECRYPT;
 	}
 	e = VERR_DECRYPT;
-	if (sig_b64_decode(ct, ctlen, raw, SIG_B64_DECODED_MAX(ctlen), &rawlen) != 0 ||
-	    rawlen < SIG_GCM_TAG_LEN) {
+	if (crypto_b64_decode(ct, ctlen, raw, CRYPTO_B64_DECODED_MAX(ctlen), &rawlen) != 0 ||
+	    rawlen < CRYPTO_GCM_TAG_LEN) {
 		snprintf(reason, rlen, "resource.ciphertext is not base64 of ciphertext and tag");
 		goto done;
 	}
-	outlen = rawlen - SIG_GCM_TAG_LEN;
+	outlen = rawlen - CRYPTO_GCM_TAG_LEN;
 	if ((out = malloc(outlen + 1)) == NULL) {
 		snprintf(reason, rlen, "out of memory");
 		goto done;
@@ -367,7 +367,7 @@ wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
 		return VERR_SERIAL;
 	}
 	/* A signature of another length cannot verify with this key. */
-	if (w.siglen != SIG_B64_ENCODED_LEN((size_t)EVP_PKEY_get_size(key->pkey))) {
+	if (w.siglen != CRYPTO_B64_ENCODED_LEN((size_t)EVP_PKEY_get_size(key->pkey))) {
 		snprintf(reason, rlen, "Wechatpay-Signature is not the length of the key's");
 		return VERR_SIGNATURE;
 	}
@@ -380,9 +380,9 @@ wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nh
                 size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
-	uint8_t sig[SIG_RSA_MAX_BYTES], *plain = NULL;
+	uint8_t sig[CRYPTO_RSA_MAX_BYTES], *plain = NULL;
 	const struct wx_key *key;
-	struct sig_part parts[6];
+	struct crypto_part parts[6];
 	struct wx_hdrs w;
 	size_t siglen, plen = 0;
 	int64_t skew;
@@ -410,18 +410,18 @@ wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nh
 		snprintf(reason, rlen, "no key for this Wechatpay-Serial");
 		return VERR_SERIAL;
 	}
-	if (w.siglen > SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES) ||
-	    sig_b64_decode(w.sig, w.siglen, sig, sizeof(sig), &siglen) != 0) {
+	if (w.siglen > CRYPTO_B64_ENCODED_LEN(CRYPTO_RSA_MAX_BYTES) ||
+	    crypto_b64_decode(w.sig, w.siglen, sig, sizeof(sig), &siglen) != 0) {
 		snprintf(reason, rlen, "Wechatpay-Signature is not base64 of an RSA signature");
 		return VERR_SIGNATURE;
 	}
-	parts[0] = (struct sig_part){w.ts, w.tslen};
-	parts[1] = (struct sig_part){"\n", 1};
-	parts[2] = (struct sig_part){w.nonce, w.noncelen};
-	parts[3] = (struct sig_part){"\n", 1};
-	parts[4] = (struct sig_part){body, len};
-	parts[5] = (struct sig_part){"\n", 1};
-	if (sig_rsa_sha256_verifyv(key->pkey, parts, 6, sig, siglen) != 0) {
+	parts[0] = (struct crypto_part){w.ts, w.tslen};
+	parts[1] = (struct crypto_part){"\n", 1};
+	parts[2] = (struct crypto_part){w.nonce, w.noncelen};
+	parts[3] = (struct crypto_part){"\n", 1};
+	parts[4] = (struct crypto_part){body, len};
+	parts[5] = (struct crypto_part){"\n", 1};
+	if (crypto_rsa_sha256_verifyv(key->pkey, parts, 6, sig, siglen) != 0) {
 		snprintf(reason, rlen, "signature does not verify");
 		return VERR_SIGNATURE;
 	}
@@ -481,7 +481,7 @@ wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 	size_t ptlen, ctlen, siglen;
 	uint8_t *ct = NULL, *sig = NULL;
 	char *ct64 = NULL, *text = NULL;
-	struct sig_part parts[6];
+	struct crypto_part parts[6];
 	json_t *env = NULL;
 	time_t local;
 	struct tm tm;
@@ -493,7 +493,7 @@ wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 	    event_type == NULL || resource_plaintext_json == NULL || ts < 0)
 		return -1;
 	ptlen = strlen(resource_plaintext_json);
-	ctlen = ptlen + SIG_GCM_TAG_LEN;
+	ctlen = ptlen + CRYPTO_GCM_TAG_LEN;
 	/* The ids and create_time follow WeChat's shape: "EV-..." and RFC 3339 in UTC+8. */
 	local = ts + 8 * 3600;
 	if (gmtime_r(&local, &tm) == NULL ||
@@ -504,10 +504,10 @@ wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 	    wx_random_text(hdr_nonce, 32) != 0)
 		goto done;
 	if ((ct = malloc(ctlen)) == NULL ||
-	    sig_aes_gcm_encrypt(apiv3_key, 32, (const uint8_t *)gcm_nonce, WX_GCM_NONCE_LEN,
+	    crypto_aes_gcm_encrypt(apiv3_key, 32, (const uint8_t *)gcm_nonce, WX_GCM_NONCE_LEN,
 	                        (const uint8_t *)otype, strlen(otype),
 	                        (const uint8_t *)resource_plaintext_json, ptlen, ct, &ctlen) != 0 ||
-	    (ct64 = sig_b64_encode_alloc(ct, ctlen)) == NULL)
+	    (ct64 = crypto_b64_encode_alloc(ct, ctlen)) == NULL)
 		goto done;
 	env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id,
 	                "create_time", created, "resource_type", "encrypt-resource", "event_type",
@@ -517,14 +517,14 @@ wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 	if (env == NULL || (text = json_dumps(env, JSON_COMPACT)) == NULL)
 		goto done;
 	snprintf(hdr_timestamp, 24, "%lld", (long long)ts);
-	parts[0] = (struct sig_part){hdr_timestamp, strlen(hdr_timestamp)};
-	parts[1] = (struct sig_part){"\n", 1};
-	parts[2] = (struct sig_part){hdr_nonce, strlen(hdr_nonce)};
-	parts[3] = (struct sig_part){"\n", 1};
-	parts[4] = (struct sig_part){text, strlen(text)};
-	parts[5] = (struct sig_part){"\n", 1};
-	if (sig_rsa_sha256_signv(platform_priv, parts, 6, &sig, &siglen) != 0 ||
-	    (*hdr_signature = sig_b64_encode_alloc(sig, siglen)) == NULL)
+	parts[0] = (struct crypto_part){hdr_timestamp, strlen(hdr_timestamp)};
+	parts[1] = (struct crypto_part){"\n", 1};
+	parts[2] = (struct crypto_part){hdr_nonce, strlen(hdr_nonce)};
+	parts[3] = (struct crypto_part){"\n", 1};
+	parts[4] = (struct crypto_part){text, strlen(text)};
+	parts[5] = (struct crypto_part){"\n", 1};
+	if (crypto_rsa_sha256_signv(platform_priv, parts, 6, &sig, &siglen) != 0 ||
+	    (*hdr_signature = crypto_b64_encode_alloc(sig, siglen)) == NULL)
 		goto done;
 	*body = text;
 	text = NULL;

@@ -26,7 +26,6 @@
 #include "httpc.h"
 #include "ingest_notify.h"
 #include "kq.h"
-#include "sig.h"
 #include "chan.h"
 
 static struct conf cf;

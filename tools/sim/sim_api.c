@@ -37,8 +37,8 @@
 #include <openssl/evp.h>
 
 #include "chan_sign.h"
+#include "crypto.h"
 #include "daemon.h"
-#include "sig.h"
 #include "sim.h"
 #include "sim_api.h"
 
@@ -412,7 +412,7 @@ sim_api_main(int argc, char **argv)
 		 * public half from the key file the configuration names. */
 		if (cm->has_wxpay && cm->wxpay.merchant_key_file != NULL &&
 		    cm->wxpay.merchant_key_file[0] != '\0' &&
-		    sig_load_privkey_file(cm->wxpay.merchant_key_file, &sim_api.api_key[i], err,
+		    crypto_load_privkey_file(cm->wxpay.merchant_key_file, &sim_api.api_key[i], err,
 		                          sizeof(err)) != 0) {
 			fprintf(stderr, "paycb-sim api: %s\n", err);
 			goto done;

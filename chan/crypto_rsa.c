@@ -1,15 +1,15 @@
 /*
- * sig_keys - RSA on OpenSSL 3: PKCS#1 v1.5 signatures with SHA-256, loading public keys in the
+ * crypto_rsa - RSA on OpenSSL 3: PKCS#1 v1.5 signatures with SHA-256, loading public keys in the
  * three forms the channels hand out and private keys from PEM, and certificate serials (the
- * codecs and MACs are in sig.c; both halves share sig.h). Key and secret files are read by
- * cfg_read_file, the one reader of such files.
+ * codecs are in crypto_codec.c, the MACs in crypto_sym.c; all share crypto.h). Key and secret files
+ * are read by cfg_read_file, the one reader of such files.
  *
  * Keys and signatures come from configuration and from the channels, so they are checked as
- * hostile: only RSA keys of at least SIG_RSA_MIN_BITS are accepted, a secret file readable by
+ * hostile: only RSA keys of at least CRYPTO_RSA_MIN_BITS are accepted, a secret file readable by
  * others is refused, and the OpenSSL error queue is cleared on the way out so one bad input
  * leaves nothing behind for the next.
  */
-#include "sig.h"
+#include "crypto.h"
 
 #include "cfg.h"
 
@@ -26,18 +26,18 @@
 #include <openssl/rsa.h>
 
 /* Key files are small; anything bigger than this is a mistake or an attack on memory. */
-#define SIG_KEY_FILE_MAX (64 * 1024)
+#define CRYPTO_KEY_FILE_MAX (64 * 1024)
 
 int
-sig_rsa_verify_md(EVP_PKEY *pkey, const char *mdname, const struct sig_part *parts,
-		  size_t nparts, const uint8_t *sig, size_t siglen)
+crypto_rsa_verify_md(EVP_PKEY *pkey, const char *mdname, const struct crypto_part *parts,
+                     size_t nparts, const uint8_t *sig, size_t siglen)
 {
 	EVP_MD_CTX *ctx = NULL;
 	EVP_PKEY_CTX *pctx = NULL;
 	int rc = -1;
 
 	/* Only RSA: an EC or RSA-PSS key must not turn this into a different scheme. */
-	if (pkey == NULL || sig == NULL || siglen == 0 || siglen > SIG_RSA_MAX_BYTES ||
+	if (pkey == NULL || sig == NULL || siglen == 0 || siglen > CRYPTO_RSA_MAX_BYTES ||
 	    !EVP_PKEY_is_a(pkey, "RSA"))
 		goto done;
 	if ((ctx = EVP_MD_CTX_new()) == NULL)
@@ -57,26 +57,26 @@ done:
 }
 
 int
-sig_rsa_sha256_verifyv(EVP_PKEY *pkey, const struct sig_part *parts, size_t nparts,
-		       const uint8_t *sig, size_t siglen)
+crypto_rsa_sha256_verifyv(EVP_PKEY *pkey, const struct crypto_part *parts, size_t nparts,
+                          const uint8_t *sig, size_t siglen)
 {
-	return sig_rsa_verify_md(pkey, "SHA256", parts, nparts, sig, siglen);
+	return crypto_rsa_verify_md(pkey, "SHA256", parts, nparts, sig, siglen);
 }
 
 int
-sig_rsa_sha256_verify(EVP_PKEY *pkey, const uint8_t *msg, size_t len, const uint8_t *sig,
-		      size_t siglen)
+crypto_rsa_sha256_verify(EVP_PKEY *pkey, const uint8_t *msg, size_t len, const uint8_t *sig,
+                         size_t siglen)
 {
-	struct sig_part part = {msg, len};
+	struct crypto_part part = {msg, len};
 
 	if (msg == NULL && len > 0)
 		return -1;
-	return sig_rsa_sha256_verifyv(pkey, &part, 1, sig, siglen);
+	return crypto_rsa_sha256_verifyv(pkey, &part, 1, sig, siglen);
 }
 
 int
-sig_rsa_sha256_signv(EVP_PKEY *pkey, const struct sig_part *parts, size_t nparts,
-		     uint8_t **sig, size_t *siglen)
+crypto_rsa_sha256_signv(EVP_PKEY *pkey, const struct crypto_part *parts, size_t nparts,
+                        uint8_t **sig, size_t *siglen)
 {
 	EVP_MD_CTX *ctx = NULL;
 	EVP_PKEY_CTX *pctx = NULL;
@@ -108,16 +108,16 @@ done:
 }
 
 int
-sig_rsa_sha256_sign(EVP_PKEY *pkey, const uint8_t *msg, size_t len, uint8_t **sig,
-		    size_t *siglen)
+crypto_rsa_sha256_sign(EVP_PKEY *pkey, const uint8_t *msg, size_t len, uint8_t **sig,
+                       size_t *siglen)
 {
-	struct sig_part part = {msg, len};
+	struct crypto_part part = {msg, len};
 
-	return sig_rsa_sha256_signv(pkey, &part, 1, sig, siglen);
+	return crypto_rsa_sha256_signv(pkey, &part, 1, sig, siglen);
 }
 
 int
-sig_cert_serial_hex(const X509 *cert, char *out, size_t outlen)
+crypto_cert_serial_hex(const X509 *cert, char *out, size_t outlen)
 {
 	BIGNUM *bn = NULL;
 	char *hex = NULL;
@@ -141,19 +141,19 @@ done:
 	return rc;
 }
 
-/* sig_hexstr - whether s is non-empty and all hex digits. */
+/* crypto_hexstr - whether s is non-empty and all hex digits. */
 static int
-sig_hexstr(const char *s)
+crypto_hexstr(const char *s)
 {
 	return *s != '\0' && s[strspn(s, "0123456789abcdefABCDEF")] == '\0';
 }
 
 int
-sig_serial_equal(const char *a, const char *b)
+crypto_serial_equal(const char *a, const char *b)
 {
 	if (a == NULL || b == NULL)
 		return 0;
-	if (!sig_hexstr(a) || !sig_hexstr(b))
+	if (!crypto_hexstr(a) || !crypto_hexstr(b))
 		return strcmp(a, b) == 0;
 	while (a[0] == '0' && a[1] != '\0')
 		a++;
@@ -164,31 +164,31 @@ sig_serial_equal(const char *a, const char *b)
 
 /* Refuses to prompt on a terminal for the passphrase of an encrypted PEM. */
 static int
-sig_no_passphrase(char *buf, int size, int rwflag, void *u)
+crypto_no_passphrase(char *buf, int size, int rwflag, void *u)
 {
 	(void)buf, (void)size, (void)rwflag, (void)u;
 	return -1;
 }
 
-/* sig_check_rsa - accepts only RSA keys of at least SIG_RSA_MIN_BITS bits. */
+/* crypto_check_rsa - accepts only RSA keys of at least CRYPTO_RSA_MIN_BITS bits. */
 static int
-sig_check_rsa(EVP_PKEY *pkey, char *err, size_t errlen)
+crypto_check_rsa(EVP_PKEY *pkey, char *err, size_t errlen)
 {
 	if (!EVP_PKEY_is_a(pkey, "RSA")) {
 		snprintf(err, errlen, "not an RSA key");
 		return -1;
 	}
-	if (EVP_PKEY_get_bits(pkey) < SIG_RSA_MIN_BITS) {
+	if (EVP_PKEY_get_bits(pkey) < CRYPTO_RSA_MIN_BITS) {
 		snprintf(err, errlen, "RSA key of %d bits, at least %d required",
-			 EVP_PKEY_get_bits(pkey), SIG_RSA_MIN_BITS);
+		         EVP_PKEY_get_bits(pkey), CRYPTO_RSA_MIN_BITS);
 		return -1;
 	}
 	return 0;
 }
 
-/* sig_from_der - a DER SPKI, or else a DER certificate, that must use every byte given. */
+/* crypto_from_der - a DER SPKI, or else a DER certificate, that must use every byte given. */
 static EVP_PKEY *
-sig_from_der(const uint8_t *der, size_t len, char *serial, size_t seriallen)
+crypto_from_der(const uint8_t *der, size_t len, char *serial, size_t seriallen)
 {
 	const unsigned char *p = der;
 	EVP_PKEY *pkey;
@@ -205,7 +205,7 @@ sig_from_der(const uint8_t *der, size_t len, char *serial, size_t seriallen)
 		return NULL;
 	}
 	pkey = X509_get_pubkey(x);
-	if (pkey != NULL && serial != NULL && sig_cert_serial_hex(x, serial, seriallen) != 0) {
+	if (pkey != NULL && serial != NULL && crypto_cert_serial_hex(x, serial, seriallen) != 0) {
 		EVP_PKEY_free(pkey);
 		pkey = NULL;
 	}
@@ -214,8 +214,8 @@ sig_from_der(const uint8_t *der, size_t len, char *serial, size_t seriallen)
 }
 
 int
-sig_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial,
-		    size_t seriallen, char *err, size_t errlen)
+crypto_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial, size_t seriallen,
+                       char *err, size_t errlen)
 {
 	static const char cert_tag[] = "-----BEGIN CERTIFICATE-----";
 	static const char spki_tag[] = "-----BEGIN PUBLIC KEY-----";
@@ -230,7 +230,7 @@ sig_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial,
 	*out = NULL;
 	if (serial != NULL && seriallen > 0)
 		serial[0] = '\0';
-	if (buf == NULL || len == 0 || len > SIG_KEY_FILE_MAX) {
+	if (buf == NULL || len == 0 || len > CRYPTO_KEY_FILE_MAX) {
 		snprintf(err, errlen, len == 0 ? "empty key" : "key data too large");
 		goto done;
 	}
@@ -243,17 +243,18 @@ sig_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial,
 			goto done;
 		}
 		if (is_cert) {
-			if ((x = PEM_read_bio_X509(bio, NULL, sig_no_passphrase, NULL)) == NULL ||
+			if ((x = PEM_read_bio_X509(bio, NULL, crypto_no_passphrase, NULL)) ==
+			        NULL ||
 			    (pkey = X509_get_pubkey(x)) == NULL) {
 				snprintf(err, errlen, "malformed CERTIFICATE PEM");
 				goto done;
 			}
-			if (serial != NULL && sig_cert_serial_hex(x, serial, seriallen) != 0) {
+			if (serial != NULL && crypto_cert_serial_hex(x, serial, seriallen) != 0) {
 				snprintf(err, errlen, "certificate serial unreadable or too long");
 				goto done;
 			}
-		} else if ((pkey = PEM_read_bio_PUBKEY(bio, NULL, sig_no_passphrase, NULL)) ==
-			   NULL) {
+		} else if ((pkey = PEM_read_bio_PUBKEY(bio, NULL, crypto_no_passphrase, NULL)) ==
+		           NULL) {
 			snprintf(err, errlen, "malformed PUBLIC KEY PEM");
 			goto done;
 		}
@@ -272,16 +273,17 @@ sig_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial,
 			if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
 				text[n++] = c;
 		}
-		if (sig_b64_decode(text, n, der, len, &derlen) != 0) {
+		if (crypto_b64_decode(text, n, der, len, &derlen) != 0) {
 			snprintf(err, errlen, "neither PEM nor valid base64");
 			goto done;
 		}
-		if ((pkey = sig_from_der(der, derlen, serial, seriallen)) == NULL) {
-			snprintf(err, errlen, "base64 is neither a SPKI public key nor a certificate");
+		if ((pkey = crypto_from_der(der, derlen, serial, seriallen)) == NULL) {
+			snprintf(err, errlen,
+			         "base64 is neither a SPKI public key nor a certificate");
 			goto done;
 		}
 	}
-	if (sig_check_rsa(pkey, err, errlen) != 0)
+	if (crypto_check_rsa(pkey, err, errlen) != 0)
 		goto done;
 	*out = pkey;
 	pkey = NULL;
@@ -297,7 +299,7 @@ done:
 }
 
 int
-sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err, size_t errlen)
+crypto_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
 	char *p;
 	int rc = cfg_read_file(path, max, 0, &p, len, err, errlen);
@@ -307,8 +309,8 @@ sig_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *er
 }
 
 int
-sig_read_secret_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err,
-                     size_t errlen)
+crypto_read_secret_file(const char *path, size_t max, uint8_t **buf, size_t *len, char *err,
+                        size_t errlen)
 {
 	char *p;
 	int rc = cfg_read_file(path, max, 1, &p, len, err, errlen);
@@ -318,8 +320,8 @@ sig_read_secret_file(const char *path, size_t max, uint8_t **buf, size_t *len, c
 }
 
 int
-sig_load_pubkey_file_serial(const char *path, EVP_PKEY **out, char *serial, size_t seriallen,
-			    char *err, size_t errlen)
+crypto_load_pubkey_file_serial(const char *path, EVP_PKEY **out, char *serial, size_t seriallen,
+                               char *err, size_t errlen)
 {
 	char why[160];
 	uint8_t *buf;
@@ -327,38 +329,38 @@ sig_load_pubkey_file_serial(const char *path, EVP_PKEY **out, char *serial, size
 	int rc;
 
 	*out = NULL;
-	if (sig_read_file(path, SIG_KEY_FILE_MAX, &buf, &len, err, errlen) != 0)
+	if (crypto_read_file(path, CRYPTO_KEY_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
-	if ((rc = sig_load_pubkey_mem(buf, len, out, serial, seriallen, why, sizeof(why))) != 0)
+	if ((rc = crypto_load_pubkey_mem(buf, len, out, serial, seriallen, why, sizeof(why))) != 0)
 		snprintf(err, errlen, "%s: %s", path, why);
 	free(buf);
 	return rc;
 }
 
 int
-sig_load_pubkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen)
+crypto_load_pubkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen)
 {
-	return sig_load_pubkey_file_serial(path, out, NULL, 0, err, errlen);
+	return crypto_load_pubkey_file_serial(path, out, NULL, 0, err, errlen);
 }
 
 int
-sig_load_privkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *err, size_t errlen)
+crypto_load_privkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *err, size_t errlen)
 {
 	EVP_PKEY *pkey = NULL;
 	BIO *bio = NULL;
 	int rc = -1;
 
 	*out = NULL;
-	if (buf == NULL || len == 0 || len > SIG_KEY_FILE_MAX) {
+	if (buf == NULL || len == 0 || len > CRYPTO_KEY_FILE_MAX) {
 		snprintf(err, errlen, "empty or oversized private key");
 		goto done;
 	}
 	if ((bio = BIO_new_mem_buf(buf, (int)len)) == NULL ||
-	    (pkey = PEM_read_bio_PrivateKey(bio, NULL, sig_no_passphrase, NULL)) == NULL) {
+	    (pkey = PEM_read_bio_PrivateKey(bio, NULL, crypto_no_passphrase, NULL)) == NULL) {
 		snprintf(err, errlen, "malformed or encrypted private key PEM");
 		goto done;
 	}
-	if (sig_check_rsa(pkey, err, errlen) != 0)
+	if (crypto_check_rsa(pkey, err, errlen) != 0)
 		goto done;
 	*out = pkey;
 	pkey = NULL;
@@ -371,7 +373,7 @@ done:
 }
 
 int
-sig_load_privkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen)
+crypto_load_privkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen)
 {
 	char why[160];
 	uint8_t *buf;
@@ -379,9 +381,9 @@ sig_load_privkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen
 	int rc;
 
 	*out = NULL;
-	if (sig_read_secret_file(path, SIG_KEY_FILE_MAX, &buf, &len, err, errlen) != 0)
+	if (crypto_read_secret_file(path, CRYPTO_KEY_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
-	if ((rc = sig_load_privkey_mem(buf, len, out, why, sizeof(why))) != 0)
+	if ((rc = crypto_load_privkey_mem(buf, len, out, why, sizeof(why))) != 0)
 		snprintf(err, errlen, "%s: %s", path, why);
 	OPENSSL_clear_free(buf, len + 1);
 	return rc;
