@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chan_notify.h"
 #include "conf.h"
 #include "db.h"
-#include "ingest_notify.h"
 #include "kq.h"
 #include "metrics.h"
 
@@ -144,7 +144,7 @@ int channel_parse(const char *s, enum channel *out);
 const char *outcome_name(enum outcome o);
 
 /*
- * The cheap checks of a complete request (ingest_notify.h), run on the event loop before it
+ * The cheap checks of a complete request (chan_notify.h), run on the event loop before it
  * takes a slot; and the answer to a request refused by them or by verification.
  */
 enum verr ingest_precheck(const struct ingest_req *req, char *reason, size_t rlen);

@@ -21,10 +21,10 @@
 
 #include <openssl/rand.h>
 
+#include "chan_notify.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "httpc.h"
-#include "ingest_notify.h"
 #include "kq.h"
 #include "chan.h"
 

@@ -29,10 +29,10 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "chan_notify.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "httpc.h"
-#include "ingest_notify.h"
 #include "sim.h"
 
 #define WAIT_MS 60000

@@ -17,7 +17,7 @@
 
 #include <openssl/pem.h>
 
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 int
 main(int argc, char **argv)

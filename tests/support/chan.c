@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "chan_notify.h"
 #include "harness.h"
-#include "ingest_notify.h"
 #include "testkeys.h"
 
 int

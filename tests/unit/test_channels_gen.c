@@ -23,9 +23,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "chan_notify.h"
 #include "crypto.h"
 #include "form.h"
-#include "ingest_notify.h"
 #include "testkeys.h"
 
 #define T0      1700000000

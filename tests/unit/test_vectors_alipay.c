@@ -18,9 +18,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "chan_notify.h"
 #include "crypto.h"
 #include "form.h"
-#include "ingest_notify.h"
 #include "money.h"
 #include "vectors.h"
 

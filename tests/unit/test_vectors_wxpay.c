@@ -18,8 +18,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "chan_notify.h"
 #include "crypto.h"
-#include "ingest_notify.h"
 #include "vectors.h"
 
 #define WX "wechatpay/"

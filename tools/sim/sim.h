@@ -3,7 +3,7 @@
  *
  * paycb-sim behaves toward paycb-ingest as WeChat Pay APIv3, Alipay and Stripe do: it holds
  * the channels' private keys, creates orders the way a merchant's order service does, signs
- * notifications with ingest's own signing functions (ingest_notify.h), and delivers them
+ * notifications with the channel library's signing functions (chan/chan_notify.h), and delivers them
  * at least once on each channel's (compressed) retry schedule, with lost acknowledgements,
  * duplicates, out-of-order delivery and many connections. It then checks the database
  * against what each scenario must produce.

@@ -5,7 +5,7 @@
  * payment_intent.succeeded, refund.created, charge.refunded and a refund's failure
  * (refund.failed, refund.updated, charge.refund.updated), live-mode events, a Connect
  * account's event and a Dashboard refund without metadata, with the fields the channels document
- * (docs/specs/channel-specs.md), signed by ingest's own signers (ingest_notify.h) so they
+ * (docs/specs/channel-specs.md), signed by the channel library's signers (chan/chan_notify.h) so they
  * verify through exactly the code real traffic meets.
  *
  * A notification is signed once and re-sent byte for byte, as Alipay re-sends one notify_id.
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ingest_notify.h"
+#include "chan_notify.h"
 #include "money.h"
 #include "sim.h"
 

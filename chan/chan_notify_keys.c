@@ -1,11 +1,11 @@
 /*
- * ingest_keys - loading of per-merchant key material from files (the helpers the channel
- * parsers share are in ingest_notify.c).
+ * chan_notify_keys - loading of per-merchant key material from files (the helpers the channel
+ * parsers share are in chan_notify.c).
  *
  * Key and secret files are read with a size bound and never echoed: error messages name the
  * file and the problem only. Secrets are wiped from memory when freed.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * ingest_notify - what the three channel verifiers share: the parsed notification, the
+ * chan_notify - what the three channel verifiers share: the parsed notification, the
  * rejection reasons, the per-merchant key material, the verify/parse and signing entry points,
  * and key loading.
  *
@@ -7,8 +7,8 @@
  * authenticity first and only then parses it into a struct notify. Nothing here logs; the
  * caller logs the verr_name() label, the reason text, lengths and body hashes.
  */
-#ifndef PAYCB_INGEST_NOTIFY_H
-#define PAYCB_INGEST_NOTIFY_H
+#ifndef PAYCB_CHAN_NOTIFY_H
+#define PAYCB_CHAN_NOTIFY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -210,7 +210,7 @@ void keys_ali_free(struct ali_merchant *m);
 void keys_stripe_free(struct stripe_merchant *m);
 
 /*
- * Helpers shared by the channel parsers (defined in ingest_keys.c). Each enum verr helper
+ * Helpers shared by the channel parsers (defined in chan_notify_keys.c). Each enum verr helper
  * writes reason itself; path/key name the field in messages ("amount" "total").
  */
 void notify_init(struct notify *n);

@@ -1,9 +1,9 @@
 /*
- * ingest_notify - what the three channel parsers share: the names of rejection reasons, the
+ * chan_notify - what the three channel parsers share: the names of rejection reasons, the
  * struct notify helpers, strict header lookup, and the JSON field readers that enforce
  * UTF-8, types and amount bounds.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * ingest_alipay - verification and parsing of Alipay async notifications (RSA2), and the
+ * chan_notify_ali - verification and parsing of Alipay async notifications (RSA2), and the
  * matching signer for the simulator and tests.
  *
  * The body is form-decoded exactly once; the string to sign is built from the decoded bytes
@@ -11,7 +11,7 @@
  * that way, and the vectors' README expects them to verify. Node's re-insertion of a missing
  * sign_type is not copied. See docs/specs/channel-specs.md section 2.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * ingest_stripe - verification and parsing of Stripe webhook events, and the matching
+ * chan_notify_stripe - verification and parsing of Stripe webhook events, and the matching
  * Stripe-Signature signer for the simulator and tests.
  *
  * The header is "t=<unix>,v1=<hex>[,v1=<hex>...]" plus keys we ignore (v0, unknown ones). The
@@ -10,7 +10,7 @@
  * decoded before comparing, as stripe-go does, so upper-case hex is accepted. See
  * docs/specs/channel-specs.md section 3.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * ingest_wxpay - verification and parsing of WeChat Pay APIv3 notifications, and the
+ * chan_notify_wx - verification and parsing of WeChat Pay APIv3 notifications, and the
  * matching signer for the simulator and tests.
  *
  * Order of checks: the four Wechatpay-* headers (each exactly once), the timestamp against an
@@ -8,7 +8,7 @@
  * and only then JSON parsing, AEAD_AES_256_GCM decryption of the resource and parsing of the
  * plaintext. See docs/specs/channel-specs.md section 1.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
