@@ -276,7 +276,7 @@ chan_ali_sign_response(EVP_PKEY *alipay_key, const char *method, const char *nod
 	for (size_t i = 0; i <= ml; i++)
 		key[i] = method[i] == '.' ? '_' : method[i];
 	if (crypto_rsa_sha256_sign(alipay_key, (const uint8_t *)node_json, strlen(node_json), &sig,
-	                        &siglen) != 0 ||
+	                           &siglen) != 0 ||
 	    (b64 = crypto_b64_encode_alloc(sig, siglen)) == NULL)
 		goto done;
 	n = strlen(key) + strlen(node_json) + strlen(b64) + 32;

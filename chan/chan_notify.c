@@ -1,7 +1,7 @@
 /*
- * chan_notify - what the three channel parsers share: the names of rejection reasons, the
- * struct notify helpers, strict header lookup, and the JSON field readers that enforce
- * UTF-8, types and amount bounds.
+ * chan_notify - the table of channels and its lookup by name, and what the channel parsers
+ * share: the names of rejection reasons, the struct notify helpers, strict header lookup, and
+ * the JSON field readers that enforce UTF-8, types and amount bounds.
  */
 #include "chan_notify.h"
 
@@ -14,8 +14,39 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
+#include "cfg.h"
 #include "form.h"
 #include "money.h"
+
+/* Every channel paycb speaks; the position is the channel's index in ingest's metrics. */
+const struct chan_notify_ops *const chan_notify_table[CHAN_NOTIFY_COUNT] = {
+    &chan_notify_wx_ops,
+    &chan_notify_ali_ops,
+    &chan_notify_stripe_ops,
+};
+
+int
+chan_notify_find(const char *name)
+{
+	for (int i = 0; i < CHAN_NOTIFY_COUNT; i++)
+		if (strcmp(name, chan_notify_table[i]->name) == 0)
+			return i;
+	return -1;
+}
+
+const char *
+chan_notify_name(int i)
+{
+	return i >= 0 && i < CHAN_NOTIFY_COUNT ? chan_notify_table[i]->name : "unknown";
+}
+
+void
+notify_list_copy(char *dst, size_t cap, int *n, const struct cfg_strs *src)
+{
+	*n = 0;
+	for (int i = 0; i < src->n && i < NOTIFY_LIST_MAX; i++)
+		snprintf(dst + (size_t)(*n)++ * cap, cap, "%s", src->v[i]);
+}
 
 const char *
 verr_name(enum verr e)

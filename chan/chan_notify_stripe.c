@@ -1,6 +1,7 @@
 /*
- * chan_notify_stripe - verification and parsing of Stripe webhook events, and the matching
- * Stripe-Signature signer for the simulator and tests.
+ * chan_notify_stripe - Stripe as a channel (chan_notify_stripe_ops): verification and parsing
+ * of its webhook events, its answers, its endpoint secrets, and the matching Stripe-Signature
+ * signer for the simulator and tests.
  *
  * The header is "t=<unix>,v1=<hex>[,v1=<hex>...]" plus keys we ignore (v0, unknown ones). The
  * MAC is HMAC-SHA256(endpoint secret as given, "<t>.<raw body>"), compared in constant time
@@ -13,10 +14,12 @@
 #include "chan_notify.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "conf.h"
 #include "crypto.h"
 
 #define STRIPE_HEADER_MAX 4096
@@ -72,7 +75,8 @@ stripe_header(const char *s, size_t n, struct stripe_hdr *h, char *reason, size_
 			size_t dlen;
 
 			if (h->nv1 >= STRIPE_V1_MAX || vlen != 2 * CRYPTO_SHA256_LEN ||
-			    crypto_hex_decode(val, vlen, h->v1[h->nv1], CRYPTO_SHA256_LEN, &dlen) != 0) {
+			    crypto_hex_decode(val, vlen, h->v1[h->nv1], CRYPTO_SHA256_LEN, &dlen) !=
+			        0) {
 				snprintf(reason, rlen, "Stripe-Signature v1 malformed or too many");
 				return VERR_HEADER;
 			}
@@ -394,3 +398,124 @@ stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_
 	n = snprintf(hdr, hlen, "t=%lld,v1=%s", (long long)t, hex);
 	return n < 0 || (size_t)n >= hlen ? -1 : 0;
 }
+
+/* ---- the Stripe operations (struct chan_notify_ops) ----------------------------------- */
+
+static void
+stripe_keys_free(void *keys)
+{
+	if (keys != NULL)
+		keys_stripe_free(keys);
+	free(keys);
+}
+
+static int
+stripe_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
+                 size_t errlen)
+{
+	struct stripe_merchant *m;
+
+	*keys = NULL;
+	if (!cm->has_stripe)
+		return 0;
+	if ((m = calloc(1, sizeof(*m))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
+	snprintf(m->order_key, sizeof(m->order_key), "%s", cm->stripe.order_metadata_key);
+	notify_list_copy(m->accounts[0], sizeof(m->accounts[0]), &m->naccounts,
+	                 &cm->stripe.connect_accounts);
+	m->test_mode = cm->stripe.test_mode;
+	for (int k = 0; k < cm->stripe.secret_files.n; k++)
+		if (keys_stripe_add(m, cm->stripe.secret_files.v[k], err, errlen) != 0) {
+			stripe_keys_free(m);
+			return -1;
+		}
+	*keys = m;
+	return 0;
+}
+
+static void
+stripe_keys_describe(const void *keys, char *buf, size_t cap)
+{
+	const struct stripe_merchant *m = keys;
+
+	snprintf(buf, cap, "stripe_secrets=%d", m ? m->nsecrets : 0);
+}
+
+static enum verr
+stripe_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
+{
+	(void)keys;
+	return stripe_precheck(r->hdrs, r->nhdrs, reason, rlen);
+}
+
+static enum verr
+stripe_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
+                 size_t rlen)
+{
+	return stripe_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out, reason,
+	                           rlen);
+}
+
+static unsigned
+stripe_status(int ok, enum verr ve)
+{
+	(void)ve;
+	return ok ? 200 : 400;
+}
+
+static const char *
+stripe_answer(int ok, const char *msg, char *body, size_t cap)
+{
+	if (ok)
+		snprintf(body, cap, "{\"received\":true}");
+	else
+		snprintf(body, cap, "{\"error\":\"%s\"}", msg);
+	return "application/json";
+}
+
+/* Stripe takes any 2xx as delivered. */
+static int
+stripe_acknowledged(unsigned status, const char *body)
+{
+	(void)body;
+	return status >= 200 && status <= 299;
+}
+
+/* stripe_sign_op - in->content is the event's JSON, sent as it is. */
+static int
+stripe_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struct chan_signed *out)
+{
+	char hdr[256];
+	int n;
+
+	out->len = strlen(in->content);
+	if (stripe_sign_header(s->secret, s->secret_len, (const uint8_t *)in->content, out->len,
+	                       in->ts, hdr, sizeof(hdr)) != 0 ||
+	    (out->body = strdup(in->content)) == NULL)
+		return -1;
+	n = snprintf(out->headers, sizeof(out->headers),
+	             "Content-Type: application/json; charset=utf-8\r\nStripe-Signature: %s\r\n",
+	             hdr);
+	if (n < 0 || (size_t)n >= sizeof(out->headers)) {
+		free(out->body);
+		out->body = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+const struct chan_notify_ops chan_notify_stripe_ops = {
+    .name = "stripe",
+    .keys_load = stripe_keys_load,
+    .keys_free = stripe_keys_free,
+    .keys_describe = stripe_keys_describe,
+    .precheck = stripe_precheck_op,
+    .verify_parse = stripe_verify_op,
+    .status = stripe_status,
+    .answer = stripe_answer,
+    .acknowledged = stripe_acknowledged,
+    .sign = stripe_sign_op,
+};

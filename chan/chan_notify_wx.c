@@ -1,6 +1,7 @@
 /*
- * chan_notify_wx - verification and parsing of WeChat Pay APIv3 notifications, and the
- * matching signer for the simulator and tests.
+ * chan_notify_wx - WeChat Pay APIv3 as a channel (chan_notify_wx_ops): verification and
+ * parsing of its notifications, its answers and its keys; the matching signer for the
+ * simulator and tests is chan_notify_wx_sign.c.
  *
  * Order of checks: the four Wechatpay-* headers (each exactly once), the timestamp against an
  * injected clock (|now - ts| >= tolerance is rejected, past or future, as wechatpay-go does),
@@ -16,8 +17,8 @@
 
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 
+#include "conf.h"
 #include "crypto.h"
 
 #define WX_SIGNATURE_TYPE "WECHATPAY2-SHA256-RSA2048"
@@ -141,13 +142,13 @@ wx_gcm_open(const struct wx_merchant *m, const uint8_t *nonce, size_t noncelen, 
 {
 	size_t cap = *outlen;
 
-	if (crypto_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, nonce, noncelen, aad, aadlen, raw,
-	                        rawlen, out, outlen) == 0)
+	if (crypto_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, nonce, noncelen, aad, aadlen,
+	                           raw, rawlen, out, outlen) == 0)
 		return 1;
 	*outlen = cap;
 	return m->apiv3_prev_len != 0 &&
-	       crypto_aes_gcm_decrypt(m->apiv3_prev, m->apiv3_prev_len, nonce, noncelen, aad, aadlen,
-	                           raw, rawlen, out, outlen) == 0;
+	       crypto_aes_gcm_decrypt(m->apiv3_prev, m->apiv3_prev_len, nonce, noncelen, aad,
+	                              aadlen, raw, rawlen, out, outlen) == 0;
 }
 
 /* wx_open - decrypts envelope.resource into a new NUL-terminated buffer. */
@@ -450,90 +451,109 @@ done:
 	return e;
 }
 
-/* wx_random_text - n random letters and digits plus a NUL, for nonces and ids. */
+/* ---- the WeChat Pay operations (struct chan_notify_ops) ------------------------------- */
+
+static void
+wx_keys_free(void *keys)
+{
+	if (keys != NULL)
+		keys_wx_free(keys);
+	free(keys);
+}
+
 static int
-wx_random_text(char *out, size_t n)
+wx_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
+             size_t errlen)
 {
-	static const char alnum[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz";
-	unsigned char r[64];
+	const char *prev = cm->wxpay.apiv3_previous_key_file;
+	struct wx_merchant *m;
 
-	if (n > sizeof(r) || RAND_bytes(r, (int)n) != 1)
+	*keys = NULL;
+	if (!cm->has_wxpay)
+		return 0;
+	if ((m = calloc(1, sizeof(*m))) == NULL) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		out[i] = alnum[r[i] % (sizeof(alnum) - 1)];
-	out[n] = '\0';
+	}
+	snprintf(m->mchid, sizeof(m->mchid), "%s", cm->wxpay.mchid);
+	snprintf(m->sp_mchid, sizeof(m->sp_mchid), "%s", cm->wxpay.sp_mchid);
+	notify_list_copy(m->sub_mchids[0], sizeof(m->sub_mchids[0]), &m->nsub_mchids,
+	                 &cm->wxpay.sub_mchids);
+	notify_list_copy(m->appids[0], sizeof(m->appids[0]), &m->nappids, &cm->wxpay.appids);
+	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
+	if (keys_wx_apiv3_load(m, cm->wxpay.apiv3_key_file, err, errlen) != 0 ||
+	    (prev != NULL && prev[0] != '\0' && keys_wx_apiv3_previous(m, prev, err, errlen) != 0))
+		goto fail;
+	for (int k = 0; k < cm->wxpay.nkeys; k++) {
+		const char *id = cm->wxpay.keys[k].serial;
+		if (keys_wx_add(m, cm->wxpay.keys[k].file, id[0] ? id : NULL, err, errlen) != 0)
+			goto fail;
+	}
+	*keys = m;
 	return 0;
+fail:
+	wx_keys_free(m);
+	return -1;
 }
 
-int
-wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
-               const char *event_type, const char *resource_plaintext_json, time_t ts, char **body,
-               char hdr_timestamp[24], char hdr_nonce[40], char **hdr_signature)
+static void
+wx_keys_describe(const void *keys, char *buf, size_t cap)
 {
-	int refund = event_type != NULL && strncmp(event_type, "REFUND.", 7) == 0;
-	const char *otype = refund ? "refund" : "transaction";
-	const char *summary = strcmp(event_type ? event_type : "", "TRANSACTION.SUCCESS") == 0
-	                          ? "\xe6\x94\xaf\xe4\xbb\x98\xe6\x88\x90\xe5\x8a\x9f"
-	                      : refund ? "\xe9\x80\x80\xe6\xac\xbe\xe9\x80\x9a\xe7\x9f\xa5"
-	                               : "notification";
-	char gcm_nonce[WX_GCM_NONCE_LEN + 1], id[40], created[40];
-	size_t ptlen, ctlen, siglen;
-	uint8_t *ct = NULL, *sig = NULL;
-	char *ct64 = NULL, *text = NULL;
-	struct crypto_part parts[6];
-	json_t *env = NULL;
-	time_t local;
-	struct tm tm;
-	int rc = -1;
+	const struct wx_merchant *m = keys;
 
-	*body = NULL;
-	*hdr_signature = NULL;
-	if (platform_priv == NULL || serial == NULL || serial[0] == '\0' || apiv3_key == NULL ||
-	    event_type == NULL || resource_plaintext_json == NULL || ts < 0)
-		return -1;
-	ptlen = strlen(resource_plaintext_json);
-	ctlen = ptlen + CRYPTO_GCM_TAG_LEN;
-	/* The ids and create_time follow WeChat's shape: "EV-..." and RFC 3339 in UTC+8. */
-	local = ts + 8 * 3600;
-	if (gmtime_r(&local, &tm) == NULL ||
-	    strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%S+08:00", &tm) == 0)
-		goto done;
-	memcpy(id, "EV-", 3);
-	if (wx_random_text(id + 3, 24) != 0 || wx_random_text(gcm_nonce, WX_GCM_NONCE_LEN) != 0 ||
-	    wx_random_text(hdr_nonce, 32) != 0)
-		goto done;
-	if ((ct = malloc(ctlen)) == NULL ||
-	    crypto_aes_gcm_encrypt(apiv3_key, 32, (const uint8_t *)gcm_nonce, WX_GCM_NONCE_LEN,
-	                        (const uint8_t *)otype, strlen(otype),
-	                        (const uint8_t *)resource_plaintext_json, ptlen, ct, &ctlen) != 0 ||
-	    (ct64 = crypto_b64_encode_alloc(ct, ctlen)) == NULL)
-		goto done;
-	env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id,
-	                "create_time", created, "resource_type", "encrypt-resource", "event_type",
-	                event_type, "summary", summary, "resource", "original_type", otype,
-	                "algorithm", WX_ALGORITHM, "ciphertext", ct64, "associated_data", otype,
-	                "nonce", gcm_nonce);
-	if (env == NULL || (text = json_dumps(env, JSON_COMPACT)) == NULL)
-		goto done;
-	snprintf(hdr_timestamp, 24, "%lld", (long long)ts);
-	parts[0] = (struct crypto_part){hdr_timestamp, strlen(hdr_timestamp)};
-	parts[1] = (struct crypto_part){"\n", 1};
-	parts[2] = (struct crypto_part){hdr_nonce, strlen(hdr_nonce)};
-	parts[3] = (struct crypto_part){"\n", 1};
-	parts[4] = (struct crypto_part){text, strlen(text)};
-	parts[5] = (struct crypto_part){"\n", 1};
-	if (crypto_rsa_sha256_signv(platform_priv, parts, 6, &sig, &siglen) != 0 ||
-	    (*hdr_signature = crypto_b64_encode_alloc(sig, siglen)) == NULL)
-		goto done;
-	*body = text;
-	text = NULL;
-	rc = 0;
-done:
-	free(ct);
-	free(ct64);
-	free(sig);
-	free(text);
-	json_decref(env);
-	return rc;
+	snprintf(buf, cap, "wxpay_keys=%d apiv3_keys=%d", m ? m->nkeys : 0,
+	         m ? (m->apiv3_key_len != 0) + (m->apiv3_prev_len != 0) : 0);
 }
+
+static enum verr
+wx_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
+{
+	return wx_precheck(keys, r->hdrs, r->nhdrs, r->now, reason, rlen);
+}
+
+static enum verr
+wx_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
+             size_t rlen)
+{
+	return wx_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out, reason, rlen);
+}
+
+/* WeChat Pay wants 200 or 204 on success, 4xx/5xx with a FAIL object otherwise; 401 says the
+ * signature, key or time was wrong. */
+static unsigned
+wx_status(int ok, enum verr ve)
+{
+	if (ok)
+		return 204;
+	return ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP ? 401 : 400;
+}
+
+static const char *
+wx_answer(int ok, const char *msg, char *body, size_t cap)
+{
+	if (ok)
+		body[0] = '\0';
+	else
+		snprintf(body, cap, "{\"code\":\"FAIL\",\"message\":\"%s\"}", msg);
+	return "application/json";
+}
+
+static int
+wx_acknowledged(unsigned status, const char *body)
+{
+	(void)body;
+	return status == 200 || status == 204;
+}
+
+const struct chan_notify_ops chan_notify_wx_ops = {
+    .name = "wxpay",
+    .keys_load = wx_keys_load,
+    .keys_free = wx_keys_free,
+    .keys_describe = wx_keys_describe,
+    .precheck = wx_precheck_op,
+    .verify_parse = wx_verify_op,
+    .status = wx_status,
+    .answer = wx_answer,
+    .acknowledged = wx_acknowledged,
+    .sign = wx_sign_op,
+};
