@@ -1,7 +1,7 @@
 /*
- * chan_notify - the table of channels and its lookup by name, and what the channel parsers
- * share: the names of rejection reasons, the struct notify helpers, strict header lookup, and
- * the JSON field readers that enforce UTF-8, types and amount bounds.
+ * chan_notify - what the channels share: the names of rejection reasons, the struct notify
+ * helpers, strict header lookup, the JSON field readers that enforce UTF-8, types and amount
+ * bounds, and the small helpers of their operations.
  */
 #include "chan_notify.h"
 
@@ -18,26 +18,21 @@
 #include "form.h"
 #include "money.h"
 
-/* Every channel paycb speaks; the position is the channel's index in ingest's metrics. */
-const struct chan_notify_ops *const chan_notify_table[CHAN_NOTIFY_COUNT] = {
-    &chan_notify_wx_ops,
-    &chan_notify_ali_ops,
-    &chan_notify_stripe_ops,
-};
-
-int
-chan_notify_find(const char *name)
+unsigned
+notify_status_plain(int ok, enum verr ve)
 {
-	for (int i = 0; i < CHAN_NOTIFY_COUNT; i++)
-		if (strcmp(name, chan_notify_table[i]->name) == 0)
-			return i;
-	return -1;
+	(void)ve;
+	return ok ? 200 : 400;
 }
 
-const char *
-chan_notify_name(int i)
+void *
+notify_keys_alloc(size_t size, char *err, size_t errlen)
 {
-	return i >= 0 && i < CHAN_NOTIFY_COUNT ? chan_notify_table[i]->name : "unknown";
+	void *p = calloc(1, size);
+
+	if (p == NULL)
+		snprintf(err, errlen, "out of memory");
+	return p;
 }
 
 void

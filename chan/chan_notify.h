@@ -5,9 +5,10 @@
  * what the channels share: the parsed notification, the rejection reasons, the per-merchant
  * key material and each channel's own entry points (for the vectors and the fuzzers).
  *
- * Files: chan_notify.c (the table, the lookup and the parsers' helpers), chan_notify_keys.c
- * (key files), one chan_notify_<channel>.c per channel (its operations), and
- * chan_notify_wx_sign.c (WeChat Pay's signer, which does not fit beside its verifier).
+ * Files: chan_notify_table.c (the table and the lookup), chan_notify.c (the helpers the
+ * channels share), chan_notify_keys.c (key files), one chan_notify_<channel>.c per channel
+ * (its operations), and chan_notify_wx_sign.c (WeChat Pay's signer, which does not fit beside
+ * its verifier).
  *
  * A verifier takes the raw request (headers and body bytes exactly as received), checks its
  * authenticity first and only then parses it into a struct notify. Nothing here logs; the
@@ -183,12 +184,13 @@ struct chan_signed {
 /*
  * What paycb knows of one channel's notifications. keys is what keys_load made for one
  * merchant (a struct wx_merchant, ali_merchant, stripe_merchant). Adding a channel is one
- * chan_notify_<channel>.c defining one of these, and its entry in chan_notify_table.
+ * chan_notify_<channel>.c defining one of these, and its line in chan_notify_table.c.
  */
 struct chan_notify_ops {
 	const char *name; /* the URL segment, the channel column, the metrics label */
 	/* A merchant's keys from the configuration: *keys stays NULL when cm does not use the
-	 * channel; err names the file and the problem, never a secret. */
+	 * channel; err names the file and the problem, never a secret. After a failure *keys
+	 * may hold what was loaded so far: the caller frees it with keys_free either way. */
 	int (*keys_load)(const struct conf *cf, const struct conf_merchant *cm, void **keys,
 	                 char *err, size_t errlen);
 	void (*keys_free)(void *keys); /* wipes the secrets; NULL is a no-op */
@@ -292,7 +294,8 @@ int keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_
 int keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_t errlen);
 int keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
 int keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
-/* Free every key and wipe every secret; the struct is zeroed and may be reused. */
+/* Free every key and wipe every secret; the struct is zeroed and may be reused. NULL is a
+ * no-op. */
 void keys_wx_free(struct wx_merchant *m);
 void keys_ali_free(struct ali_merchant *m);
 void keys_stripe_free(struct stripe_merchant *m);
@@ -318,6 +321,10 @@ enum verr notify_currency(const char *code, char dst[4], char *reason, size_t rl
  * value with surrounding spaces and tabs trimmed. */
 int notify_header(const struct http_hdr *h, size_t n, const char *name, const char **val,
                   size_t *vlen);
+/* 200 for a success, 400 for any rejection: the status of every channel that reads no more. */
+unsigned notify_status_plain(int ok, enum verr ve);
+/* A zeroed key struct of size bytes for a keys_load, or NULL with err set. */
+void *notify_keys_alloc(size_t size, char *err, size_t errlen);
 /* A configured list into a verifier's table of at most NOTIFY_LIST_MAX entries of cap bytes. */
 void notify_list_copy(char *dst, size_t cap, int *n, const struct cfg_strs *src);
 /* wx_sign_notify's signature as the WeChat Pay operation (chan_notify_wx_sign.c). */

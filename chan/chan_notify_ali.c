@@ -468,8 +468,7 @@ done:
 static void
 ali_keys_free(void *keys)
 {
-	if (keys != NULL)
-		keys_ali_free(keys);
+	keys_ali_free(keys);
 	free(keys);
 }
 
@@ -483,27 +482,20 @@ ali_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys
 	*keys = NULL;
 	if (!cm->has_alipay)
 		return 0;
-	if ((m = calloc(1, sizeof(*m))) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
 		return -1;
-	}
 	snprintf(m->app_id, sizeof(m->app_id), "%s", cm->alipay.app_id);
 	snprintf(m->seller_id, sizeof(m->seller_id), "%s", cm->alipay.seller_id);
 	for (int k = 0; k < cm->alipay.public_key_files.n; k++)
-		if (keys_ali_add(m, cm->alipay.public_key_files.v[k], err, errlen) != 0) {
-			ali_keys_free(m);
+		if (keys_ali_add(m, cm->alipay.public_key_files.v[k], err, errlen) != 0)
 			return -1;
-		}
-	*keys = m;
 	return 0;
 }
 
 static void
 ali_keys_describe(const void *keys, char *buf, size_t cap)
 {
-	const struct ali_merchant *m = keys;
-
-	snprintf(buf, cap, "alipay_keys=%d", m ? m->nkeys : 0);
+	snprintf(buf, cap, "alipay_keys=%d", keys ? ((const struct ali_merchant *)keys)->nkeys : 0);
 }
 
 static enum verr
@@ -517,13 +509,6 @@ ali_verify_op(const void *keys, const struct chan_req *r, struct notify *out, ch
               size_t rlen)
 {
 	return ali_verify_parse(keys, r->body, r->len, out, reason, rlen);
-}
-
-static unsigned
-ali_status(int ok, enum verr ve)
-{
-	(void)ve;
-	return ok ? 200 : 400;
 }
 
 /* Alipay reads only the body: exactly "success", anything else re-sends. */
@@ -578,7 +563,7 @@ const struct chan_notify_ops chan_notify_ali_ops = {
     .keys_describe = ali_keys_describe,
     .precheck = ali_precheck_op,
     .verify_parse = ali_verify_op,
-    .status = ali_status,
+    .status = notify_status_plain,
     .answer = ali_answer,
     .acknowledged = ali_acknowledged,
     .sign = ali_sign_op,

@@ -195,6 +195,8 @@ done:
 void
 keys_wx_free(struct wx_merchant *m)
 {
+	if (m == NULL)
+		return;
 	for (int i = 0; i < m->nkeys; i++)
 		EVP_PKEY_free(m->keys[i].pkey);
 	/* OPENSSL_cleanse zeroes in a way the compiler may not drop: the APIv3 key is secret. */
@@ -204,6 +206,8 @@ keys_wx_free(struct wx_merchant *m)
 void
 keys_ali_free(struct ali_merchant *m)
 {
+	if (m == NULL)
+		return;
 	for (int i = 0; i < m->nkeys; i++)
 		EVP_PKEY_free(m->keys[i]);
 	memset(m, 0, sizeof(*m));
@@ -212,6 +216,8 @@ keys_ali_free(struct ali_merchant *m)
 void
 keys_stripe_free(struct stripe_merchant *m)
 {
+	if (m == NULL)
+		return;
 	for (int i = 0; i < m->nsecrets; i++)
 		OPENSSL_clear_free(m->secrets[i].bytes, m->secrets[i].len);
 	memset(m, 0, sizeof(*m));

@@ -404,8 +404,7 @@ stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_
 static void
 stripe_keys_free(void *keys)
 {
-	if (keys != NULL)
-		keys_stripe_free(keys);
+	keys_stripe_free(keys);
 	free(keys);
 }
 
@@ -418,30 +417,24 @@ stripe_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **k
 	*keys = NULL;
 	if (!cm->has_stripe)
 		return 0;
-	if ((m = calloc(1, sizeof(*m))) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
 		return -1;
-	}
 	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
 	snprintf(m->order_key, sizeof(m->order_key), "%s", cm->stripe.order_metadata_key);
 	notify_list_copy(m->accounts[0], sizeof(m->accounts[0]), &m->naccounts,
 	                 &cm->stripe.connect_accounts);
 	m->test_mode = cm->stripe.test_mode;
 	for (int k = 0; k < cm->stripe.secret_files.n; k++)
-		if (keys_stripe_add(m, cm->stripe.secret_files.v[k], err, errlen) != 0) {
-			stripe_keys_free(m);
+		if (keys_stripe_add(m, cm->stripe.secret_files.v[k], err, errlen) != 0)
 			return -1;
-		}
-	*keys = m;
 	return 0;
 }
 
 static void
 stripe_keys_describe(const void *keys, char *buf, size_t cap)
 {
-	const struct stripe_merchant *m = keys;
-
-	snprintf(buf, cap, "stripe_secrets=%d", m ? m->nsecrets : 0);
+	snprintf(buf, cap, "stripe_secrets=%d",
+	         keys ? ((const struct stripe_merchant *)keys)->nsecrets : 0);
 }
 
 static enum verr
@@ -459,11 +452,12 @@ stripe_verify_op(const void *keys, const struct chan_req *r, struct notify *out,
 	                           rlen);
 }
 
-static unsigned
-stripe_status(int ok, enum verr ve)
+/* Stripe takes any 2xx as delivered. */
+static int
+stripe_acknowledged(unsigned status, const char *body)
 {
-	(void)ve;
-	return ok ? 200 : 400;
+	(void)body;
+	return status >= 200 && status <= 299;
 }
 
 static const char *
@@ -474,14 +468,6 @@ stripe_answer(int ok, const char *msg, char *body, size_t cap)
 	else
 		snprintf(body, cap, "{\"error\":\"%s\"}", msg);
 	return "application/json";
-}
-
-/* Stripe takes any 2xx as delivered. */
-static int
-stripe_acknowledged(unsigned status, const char *body)
-{
-	(void)body;
-	return status >= 200 && status <= 299;
 }
 
 /* stripe_sign_op - in->content is the event's JSON, sent as it is. */
@@ -514,7 +500,7 @@ const struct chan_notify_ops chan_notify_stripe_ops = {
     .keys_describe = stripe_keys_describe,
     .precheck = stripe_precheck_op,
     .verify_parse = stripe_verify_op,
-    .status = stripe_status,
+    .status = notify_status_plain,
     .answer = stripe_answer,
     .acknowledged = stripe_acknowledged,
     .sign = stripe_sign_op,

@@ -456,8 +456,7 @@ done:
 static void
 wx_keys_free(void *keys)
 {
-	if (keys != NULL)
-		keys_wx_free(keys);
+	keys_wx_free(keys);
 	free(keys);
 }
 
@@ -471,10 +470,8 @@ wx_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys,
 	*keys = NULL;
 	if (!cm->has_wxpay)
 		return 0;
-	if ((m = calloc(1, sizeof(*m))) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
 		return -1;
-	}
 	snprintf(m->mchid, sizeof(m->mchid), "%s", cm->wxpay.mchid);
 	snprintf(m->sp_mchid, sizeof(m->sp_mchid), "%s", cm->wxpay.sp_mchid);
 	notify_list_copy(m->sub_mchids[0], sizeof(m->sub_mchids[0]), &m->nsub_mchids,
@@ -483,17 +480,13 @@ wx_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys,
 	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
 	if (keys_wx_apiv3_load(m, cm->wxpay.apiv3_key_file, err, errlen) != 0 ||
 	    (prev != NULL && prev[0] != '\0' && keys_wx_apiv3_previous(m, prev, err, errlen) != 0))
-		goto fail;
+		return -1;
 	for (int k = 0; k < cm->wxpay.nkeys; k++) {
 		const char *id = cm->wxpay.keys[k].serial;
 		if (keys_wx_add(m, cm->wxpay.keys[k].file, id[0] ? id : NULL, err, errlen) != 0)
-			goto fail;
+			return -1;
 	}
-	*keys = m;
 	return 0;
-fail:
-	wx_keys_free(m);
-	return -1;
 }
 
 static void
