@@ -208,6 +208,37 @@ a_merchant_without_the_channel_has_no_keys_for_it(void **state)
 	}
 }
 
+static void
+a_missing_key_file_fails_the_load_naming_the_file(void **state)
+{
+	char missing[] = "/nonexistent/paycb-key";
+	struct cfg_strs files = {1, {missing}};
+	struct conf_merchant cm;
+	struct conf cf;
+
+	(void)state;
+	memset(&cm, 0, sizeof(cm));
+	memset(&cf, 0, sizeof(cf));
+	cm.id = "m1";
+	cm.has_wxpay = cm.has_alipay = cm.has_stripe = 1;
+	cm.wxpay.mchid = cm.wxpay.sp_mchid = cm.alipay.app_id = cm.alipay.seller_id = "";
+	cm.stripe.order_metadata_key = "";
+	cm.wxpay.apiv3_key_file = missing;
+	cm.alipay.public_key_files = files;
+	cm.stripe.secret_files = files;
+	for (int i = 0; i < CHAN_NOTIFY_COUNT; i++) {
+		const struct chan_notify_ops *ops = chan_notify_table[i];
+		void *keys = NULL;
+		char err[256] = "";
+
+		print_message("# %s\n", ops->name);
+		assert_int_equal(ops->keys_load(&cf, &cm, &keys, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "/nonexistent/paycb-key"));
+		/* What was loaded before the failure is the caller's to free. */
+		ops->keys_free(keys);
+	}
+}
+
 int
 main(void)
 {
@@ -217,6 +248,7 @@ main(void)
 	    cmocka_unit_test(
 	        every_channel_takes_its_success_answer_as_received_and_its_failure_not),
 	    cmocka_unit_test(a_merchant_without_the_channel_has_no_keys_for_it),
+	    cmocka_unit_test(a_missing_key_file_fails_the_load_naming_the_file),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
