@@ -213,6 +213,63 @@ crypto_from_der(const uint8_t *der, size_t len, char *serial, size_t seriallen)
 	return pkey;
 }
 
+/* crypto_from_pem - a certificate or SPKI PEM; serial gets a certificate's serial. */
+static EVP_PKEY *
+crypto_from_pem(const void *buf, size_t len, int is_cert, char *serial, size_t seriallen, char *err,
+                size_t errlen)
+{
+	EVP_PKEY *pkey = NULL;
+	BIO *bio = BIO_new_mem_buf(buf, (int)len);
+	X509 *x = NULL;
+
+	if (bio == NULL)
+		snprintf(err, errlen, "out of memory");
+	else if (!is_cert) {
+		if ((pkey = PEM_read_bio_PUBKEY(bio, NULL, crypto_no_passphrase, NULL)) == NULL)
+			snprintf(err, errlen, "malformed PUBLIC KEY PEM");
+	} else if ((x = PEM_read_bio_X509(bio, NULL, crypto_no_passphrase, NULL)) == NULL ||
+	           (pkey = X509_get_pubkey(x)) == NULL) {
+		snprintf(err, errlen, "malformed CERTIFICATE PEM");
+	} else if (serial != NULL && crypto_cert_serial_hex(x, serial, seriallen) != 0) {
+		snprintf(err, errlen, "certificate serial unreadable or too long");
+		EVP_PKEY_free(pkey);
+		pkey = NULL;
+	}
+	X509_free(x);
+	BIO_free(bio);
+	return pkey;
+}
+
+/* crypto_from_b64 - bare base64, as the Alipay console shows it, line breaks allowed. */
+static EVP_PKEY *
+crypto_from_b64(const void *buf, size_t len, char *serial, size_t seriallen, char *err,
+                size_t errlen)
+{
+	char *text = malloc(len);
+	uint8_t *der = malloc(len);
+	size_t n = 0, derlen = 0;
+	EVP_PKEY *pkey = NULL;
+
+	if (text == NULL || der == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < len; i++) {
+		char c = ((const char *)buf)[i];
+
+		if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+			text[n++] = c;
+	}
+	if (crypto_b64_decode(text, n, der, len, &derlen) != 0)
+		snprintf(err, errlen, "neither PEM nor valid base64");
+	else if ((pkey = crypto_from_der(der, derlen, serial, seriallen)) == NULL)
+		snprintf(err, errlen, "base64 is neither a SPKI public key nor a certificate");
+done:
+	free(text);
+	free(der);
+	return pkey;
+}
+
 int
 crypto_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial, size_t seriallen,
                        char *err, size_t errlen)
@@ -220,12 +277,7 @@ crypto_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial
 	static const char cert_tag[] = "-----BEGIN CERTIFICATE-----";
 	static const char spki_tag[] = "-----BEGIN PUBLIC KEY-----";
 	EVP_PKEY *pkey = NULL;
-	X509 *x = NULL;
-	BIO *bio = NULL;
-	char *text = NULL;
-	uint8_t *der = NULL;
-	size_t n = 0, derlen = 0;
-	int rc = -1;
+	int is_cert, rc = -1;
 
 	*out = NULL;
 	if (serial != NULL && seriallen > 0)
@@ -234,66 +286,20 @@ crypto_load_pubkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *serial
 		snprintf(err, errlen, len == 0 ? "empty key" : "key data too large");
 		goto done;
 	}
-	if (memmem(buf, len, cert_tag, sizeof(cert_tag) - 1) != NULL ||
-	    memmem(buf, len, spki_tag, sizeof(spki_tag) - 1) != NULL) {
-		int is_cert = memmem(buf, len, cert_tag, sizeof(cert_tag) - 1) != NULL;
-
-		if ((bio = BIO_new_mem_buf(buf, (int)len)) == NULL) {
-			snprintf(err, errlen, "out of memory");
-			goto done;
-		}
-		if (is_cert) {
-			if ((x = PEM_read_bio_X509(bio, NULL, crypto_no_passphrase, NULL)) ==
-			        NULL ||
-			    (pkey = X509_get_pubkey(x)) == NULL) {
-				snprintf(err, errlen, "malformed CERTIFICATE PEM");
-				goto done;
-			}
-			if (serial != NULL && crypto_cert_serial_hex(x, serial, seriallen) != 0) {
-				snprintf(err, errlen, "certificate serial unreadable or too long");
-				goto done;
-			}
-		} else if ((pkey = PEM_read_bio_PUBKEY(bio, NULL, crypto_no_passphrase, NULL)) ==
-		           NULL) {
-			snprintf(err, errlen, "malformed PUBLIC KEY PEM");
-			goto done;
-		}
-	} else if (memmem(buf, len, "-----BEGIN", 10) != NULL) {
+	is_cert = memmem(buf, len, cert_tag, sizeof(cert_tag) - 1) != NULL;
+	if (is_cert || memmem(buf, len, spki_tag, sizeof(spki_tag) - 1) != NULL)
+		pkey = crypto_from_pem(buf, len, is_cert, serial, seriallen, err, errlen);
+	else if (memmem(buf, len, "-----BEGIN", 10) != NULL)
 		snprintf(err, errlen, "unsupported PEM type (want CERTIFICATE or PUBLIC KEY)");
-		goto done;
-	} else {
-		/* Bare base64, as the Alipay console shows it: drop the line breaks first. */
-		if ((text = malloc(len)) == NULL || (der = malloc(len)) == NULL) {
-			snprintf(err, errlen, "out of memory");
-			goto done;
-		}
-		for (size_t i = 0; i < len; i++) {
-			char c = ((const char *)buf)[i];
-
-			if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
-				text[n++] = c;
-		}
-		if (crypto_b64_decode(text, n, der, len, &derlen) != 0) {
-			snprintf(err, errlen, "neither PEM nor valid base64");
-			goto done;
-		}
-		if ((pkey = crypto_from_der(der, derlen, serial, seriallen)) == NULL) {
-			snprintf(err, errlen,
-			         "base64 is neither a SPKI public key nor a certificate");
-			goto done;
-		}
-	}
-	if (crypto_check_rsa(pkey, err, errlen) != 0)
+	else
+		pkey = crypto_from_b64(buf, len, serial, seriallen, err, errlen);
+	if (pkey == NULL || crypto_check_rsa(pkey, err, errlen) != 0)
 		goto done;
 	*out = pkey;
 	pkey = NULL;
 	rc = 0;
 done:
 	EVP_PKEY_free(pkey);
-	X509_free(x);
-	BIO_free(bio);
-	free(text);
-	free(der);
 	ERR_clear_error();
 	return rc;
 }
