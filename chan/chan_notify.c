@@ -74,6 +74,19 @@ notify_init(struct notify *n)
 }
 
 enum verr
+notify_begin(struct notify *n, const uint8_t *body, size_t len, char *reason, size_t rlen)
+{
+	notify_init(n);
+	if (rlen > 0)
+		reason[0] = '\0';
+	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
+		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
+		return VERR_BODY;
+	}
+	return VERR_OK;
+}
+
+enum verr
 notify_unroutable(struct notify *n, const char *why)
 {
 	n->kind = NOTIFY_UNROUTABLE;

@@ -305,6 +305,10 @@ void keys_stripe_free(struct stripe_merchant *m);
  * writes reason itself; path/key name the field in messages ("amount" "total").
  */
 void notify_init(struct notify *n);
+/* The start of every verify_parse: *n initialised, reason emptied, and VERR_BODY for a body
+ * that is missing or larger than NOTIFY_BODY_MAX. */
+enum verr notify_begin(struct notify *n, const uint8_t *body, size_t len, char *reason,
+                       size_t rlen);
 /* Marks n unroutable for reason why (a short label); returns VERR_OK. */
 enum verr notify_unroutable(struct notify *n, const char *why);
 /* Whether s is one of the n entries of list (each cap bytes). */

@@ -359,13 +359,8 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
 	int utf8;
 	enum verr e;
 
-	notify_init(out);
-	if (rlen > 0)
-		reason[0] = '\0';
-	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
-		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
-		return VERR_BODY;
-	}
+	if ((e = notify_begin(out, body, len, reason, rlen)) != VERR_OK)
+		return e;
 	if (form_decode(body, len, &f, err, sizeof(err)) != 0) {
 		snprintf(reason, rlen, "form body: %s", err);
 		/* A repeated name: which of the values was signed is a matter of reading. */

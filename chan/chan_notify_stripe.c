@@ -289,17 +289,15 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 	return stripe_order(obj, key, NULL, out, reason, rlen);
 }
 
-enum verr
-stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t rlen)
+/* stripe_read_header - the one Stripe-Signature header, parsed into *h. */
+static enum verr
+stripe_read_header(const struct http_hdr *hdrs, size_t nhdrs, struct stripe_hdr *h, char *reason,
+                   size_t rlen)
 {
-	struct stripe_hdr h;
 	const char *v;
 	size_t vlen;
 	int count;
 
-	if (rlen > 0)
-		reason[0] = '\0';
-	/* The same header checks, with the same verdicts, as stripe_verify_parse. */
 	if ((count = notify_header(hdrs, nhdrs, "Stripe-Signature", &v, &vlen)) != 1 || vlen == 0 ||
 	    vlen > STRIPE_HEADER_MAX) {
 		snprintf(reason, rlen, "%s Stripe-Signature header",
@@ -308,7 +306,18 @@ stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t 
 		                                   : "oversized");
 		return VERR_HEADER;
 	}
-	return stripe_header(v, vlen, &h, reason, rlen);
+	return stripe_header(v, vlen, h, reason, rlen);
+}
+
+enum verr
+stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t rlen)
+{
+	struct stripe_hdr h;
+
+	if (rlen > 0)
+		reason[0] = '\0';
+	/* The same header checks, with the same verdicts, as stripe_verify_parse. */
+	return stripe_read_header(hdrs, nhdrs, &h, reason, rlen);
 }
 
 enum verr
@@ -321,28 +330,13 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
 	struct stripe_hdr h;
 	struct crypto_part parts[2];
 	char tstr[24];
-	const char *v;
-	size_t vlen;
 	json_t *ev = NULL;
-	int count, match = 0;
+	int match = 0;
 	enum verr e;
 
-	notify_init(out);
-	if (rlen > 0)
-		reason[0] = '\0';
-	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
-		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
-		return VERR_BODY;
-	}
-	if ((count = notify_header(hdrs, nhdrs, "Stripe-Signature", &v, &vlen)) != 1 || vlen == 0 ||
-	    vlen > STRIPE_HEADER_MAX) {
-		snprintf(reason, rlen, "%s Stripe-Signature header",
-		         count > 1                 ? "duplicated"
-		         : count == 0 || vlen == 0 ? "missing"
-		                                   : "oversized");
-		return VERR_HEADER;
-	}
-	if ((e = stripe_header(v, vlen, &h, reason, rlen)) != VERR_OK)
+	if ((e = notify_begin(out, body, len, reason, rlen)) != VERR_OK)
+		return e;
+	if ((e = stripe_read_header(hdrs, nhdrs, &h, reason, rlen)) != VERR_OK)
 		return e;
 	/* The SDKs sign the re-printed integer, so "t=0170..." would not match them either. */
 	snprintf(tstr, sizeof(tstr), "%lld.", (long long)h.t);

@@ -342,6 +342,25 @@ done:
 	return e;
 }
 
+/* wx_fresh - the four headers, and a timestamp within tol seconds of now, past or future. */
+static enum verr
+wx_fresh(const struct http_hdr *h, size_t nhdrs, time_t now, int tol, struct wx_hdrs *w,
+         char *reason, size_t rlen)
+{
+	int64_t skew;
+	enum verr e;
+
+	if ((e = wx_headers(h, nhdrs, w, reason, rlen)) != VERR_OK)
+		return e;
+	skew = (int64_t)now > w->t ? (int64_t)now - w->t : w->t - (int64_t)now;
+	if (skew >= tol) {
+		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
+		         (long long)skew, tol);
+		return VERR_TIMESTAMP;
+	}
+	return VERR_OK;
+}
+
 enum verr
 wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs, time_t now,
             char *reason, size_t rlen)
@@ -349,20 +368,13 @@ wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
 	const struct wx_key *key;
 	struct wx_hdrs w;
-	int64_t skew;
 	enum verr e;
 
 	if (rlen > 0)
 		reason[0] = '\0';
 	/* The same checks, in the same order and with the same verdicts, as wx_verify_parse. */
-	if ((e = wx_headers(h, nhdrs, &w, reason, rlen)) != VERR_OK)
+	if ((e = wx_fresh(h, nhdrs, now, tol, &w, reason, rlen)) != VERR_OK)
 		return e;
-	skew = (int64_t)now > w.t ? (int64_t)now - w.t : w.t - (int64_t)now;
-	if (skew >= tol) {
-		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
-		         (long long)skew, tol);
-		return VERR_TIMESTAMP;
-	}
 	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
 		snprintf(reason, rlen, "no key for this Wechatpay-Serial");
 		return VERR_SERIAL;
@@ -386,25 +398,13 @@ wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nh
 	struct crypto_part parts[6];
 	struct wx_hdrs w;
 	size_t siglen, plen = 0;
-	int64_t skew;
 	json_t *env = NULL;
 	enum verr e;
 
-	notify_init(out);
-	if (rlen > 0)
-		reason[0] = '\0';
-	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
-		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
-		return VERR_BODY;
-	}
-	if ((e = wx_headers(h, nhdrs, &w, reason, rlen)) != VERR_OK)
+	if ((e = notify_begin(out, body, len, reason, rlen)) != VERR_OK)
 		return e;
-	skew = (int64_t)now > w.t ? (int64_t)now - w.t : w.t - (int64_t)now;
-	if (skew >= tol) {
-		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
-		         (long long)skew, tol);
-		return VERR_TIMESTAMP;
-	}
+	if ((e = wx_fresh(h, nhdrs, now, tol, &w, reason, rlen)) != VERR_OK)
+		return e;
 	out->valid_from = w.t - tol + 1;
 	out->valid_to = w.t + tol - 1;
 	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
