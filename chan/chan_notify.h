@@ -184,7 +184,8 @@ struct chan_signed {
 /*
  * What paycb knows of one channel's notifications. keys is what keys_load made for one
  * merchant (a struct wx_merchant, ali_merchant, stripe_merchant). Adding a channel is one
- * chan_notify_<channel>.c defining one of these, and its line in chan_notify_table.c.
+ * chan_notify_<channel>.c defining one of these, its line in chan_notify_table.c, and its
+ * extern and CHAN_NOTIFY_COUNT below.
  */
 struct chan_notify_ops {
 	const char *name; /* the URL segment, the channel column, the metrics label */
