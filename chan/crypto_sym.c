@@ -9,6 +9,7 @@
 #include "crypto.h"
 
 #include <limits.h>
+#include <string.h>
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -78,7 +79,7 @@ crypto_gcm(int enc, const uint8_t *key, size_t keylen, const uint8_t *nonce, siz
 	static const uint8_t empty[1];
 	EVP_CIPHER_CTX *ctx = NULL;
 	size_t datalen, need;
-	uint8_t dummy[1];
+	uint8_t dummy[1], tag[CRYPTO_GCM_TAG_LEN];
 	int n = 0, total = 0, rc = -1;
 
 	if (cipher == NULL || key == NULL || nonce == NULL || noncelen == 0 || noncelen > 64 ||
@@ -104,9 +105,12 @@ crypto_gcm(int enc, const uint8_t *key, size_t keylen, const uint8_t *nonce, siz
 			goto done;
 		total = n;
 	}
-	if (!enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, CRYPTO_GCM_TAG_LEN,
-	                                (void *)(in + datalen)) != 1)
-		goto done;
+	/* OpenSSL takes the expected tag through a non-const pointer: hand it a copy. */
+	if (!enc) {
+		memcpy(tag, in + datalen, sizeof(tag));
+		if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag) != 1)
+			goto done;
+	}
 	if (EVP_CipherFinal_ex(ctx, out + total, &n) <= 0)
 		goto done;
 	total += n;

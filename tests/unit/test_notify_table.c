@@ -22,7 +22,7 @@
 #define SERIAL "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 
 static const uint8_t apiv3[33] = "abcdefghijklmnopqrstuvwxyz012345";
-static const char stripe_secret[] = "whsec_table_test";
+static char stripe_secret[] = "whsec_table_test";
 
 static struct wx_merchant wx;
 static struct ali_merchant ali;
