@@ -38,10 +38,11 @@ PROG_DIRS := ingest processor retrier reconciler tools/migrate tools/paycbctl to
 bin_name   = $(or $(PROGNAME_$(subst /,_,$(1))),paycb-$(notdir $(1)))
 PROGNAME_tools_paycbctl := paycbctl
 PROGNAME_tools_sim      := paycb-sim
-# Archives a program links besides its own and libcommon: the simulator signs notifications
-# with ingest's signing functions, so they verify through the very code ingest runs.
-PROGLIBS_tools_sim       = $(BUILD)/libingest.a $(LIB_CHAN)
-# The reconciler calls the channels through chan/ (docs/channels.md).
+# Archives a program links besides its own and libcommon. The channel library chan/
+# (docs/channels.md): ingest verifies notifications with it, the simulator signs them with it,
+# so they verify through the very code ingest runs, and the reconciler calls the channels.
+PROGLIBS_ingest          = $(LIB_CHAN)
+PROGLIBS_tools_sim       = $(LIB_CHAN)
 PROGLIBS_reconciler      = $(LIB_CHAN)
 
 objs_of    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
@@ -109,8 +110,9 @@ bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(L
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON) $(LDLIBS) -lcmocka
 
-$(BUILD)/tools/sim/%.o: CFLAGS += -Iingest -Ichan
+$(BUILD)/tools/sim/%.o: CFLAGS += -Ichan
 $(BUILD)/reconciler/%.o: CFLAGS += -Ichan
+$(BUILD)/ingest/%.o: CFLAGS += -Ichan
 $(BUILD)/tests/%.o: CFLAGS += -Itests/support -Ichan -Iingest -Iprocessor -Iretrier -Ireconciler -Itools/sim -Itools/paycbctl -Itools/migrate
 
 # ---- services and tests -----------------------------------------------------------------
@@ -180,9 +182,11 @@ docs: bin/paycb-migrate bin/tests/unit/test_decide
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -MMD -MP -fsanitize=fuzzer-no-link,address,undefined \
-		-Icommon -Iingest -Itests/support $(PKG_CFLAGS)
-FUZZ_SRCS    := $(wildcard common/*.c) $(filter-out ingest/main.c,$(wildcard ingest/*.c)) \
-		tests/support/testkeys.c tests/fuzz/fuzz_common.c
+		-Icommon -Ichan -Itests/support $(PKG_CFLAGS)
+# The parsers and what they stand on: common/, chan/'s crypto and notification side; not the
+# HTTP front (ingest/) nor the outbound clients.
+FUZZ_SRCS    := $(wildcard common/*.c chan/crypto*.c chan/chan_notify*.c) tests/support/testkeys.c \
+		tests/fuzz/fuzz_common.c
 FUZZ_OBJS    := $(patsubst %.c,build/fuzz/%.o,$(FUZZ_SRCS))
 FUZZERS      := $(patsubst tests/fuzz/fuzz_%.c,bin/fuzz/fuzz_%,$(filter-out tests/fuzz/fuzz_common.c,$(wildcard tests/fuzz/fuzz_*.c)))
 

@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "chan_sign.h"
-#include "sig.h"
+#include "crypto.h"
 
 static int
 chan_ali_cmp(const void *a, const void *b)
@@ -74,9 +74,9 @@ chan_ali_sign_params(EVP_PKEY *app_key, const struct chan_kv *params, size_t n, 
 	*sign = NULL;
 	if (chan_ali_sign_content(params, n, &content, &clen) != 0)
 		goto done;
-	if (sig_rsa_sha256_sign(app_key, (const uint8_t *)content, clen, &sig, &siglen) != 0)
+	if (crypto_rsa_sha256_sign(app_key, (const uint8_t *)content, clen, &sig, &siglen) != 0)
 		goto done;
-	if ((*sign = sig_b64_encode_alloc(sig, siglen)) == NULL)
+	if ((*sign = crypto_b64_encode_alloc(sig, siglen)) == NULL)
 		goto done;
 	rc = 0;
 done:
@@ -90,15 +90,15 @@ static enum chan_vr
 chan_ali_verify_b64(EVP_PKEY *const *keys, int nkeys, const char *b64, size_t blen,
                     const char *text, size_t len)
 {
-	uint8_t sig[SIG_RSA_MAX_BYTES];
+	uint8_t sig[CRYPTO_RSA_MAX_BYTES];
 	size_t siglen;
 
-	if (blen > SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES) ||
-	    sig_b64_decode(b64, blen, sig, sizeof(sig), &siglen) != 0)
+	if (blen > CRYPTO_B64_ENCODED_LEN(CRYPTO_RSA_MAX_BYTES) ||
+	    crypto_b64_decode(b64, blen, sig, sizeof(sig), &siglen) != 0)
 		return CHAN_VR_MALFORMED;
 	for (int i = 0; i < nkeys; i++)
 		if (keys[i] != NULL &&
-		    sig_rsa_sha256_verify(keys[i], (const uint8_t *)text, len, sig, siglen) == 0)
+		    crypto_rsa_sha256_verify(keys[i], (const uint8_t *)text, len, sig, siglen) == 0)
 			return CHAN_VR_OK;
 	return CHAN_VR_SIGNATURE;
 }
@@ -275,9 +275,9 @@ chan_ali_sign_response(EVP_PKEY *alipay_key, const char *method, const char *nod
 		goto done;
 	for (size_t i = 0; i <= ml; i++)
 		key[i] = method[i] == '.' ? '_' : method[i];
-	if (sig_rsa_sha256_sign(alipay_key, (const uint8_t *)node_json, strlen(node_json), &sig,
-	                        &siglen) != 0 ||
-	    (b64 = sig_b64_encode_alloc(sig, siglen)) == NULL)
+	if (crypto_rsa_sha256_sign(alipay_key, (const uint8_t *)node_json, strlen(node_json), &sig,
+	                           &siglen) != 0 ||
+	    (b64 = crypto_b64_encode_alloc(sig, siglen)) == NULL)
 		goto done;
 	n = strlen(key) + strlen(node_json) + strlen(b64) + 32;
 	if ((b = malloc(n)) == NULL)

@@ -14,7 +14,7 @@
 #include <openssl/rand.h>
 
 #include "chan_sign.h"
-#include "sig.h"
+#include "crypto.h"
 
 const char *
 chan_vr_name(enum chan_vr v)
@@ -133,9 +133,9 @@ chan_wx_authorization(EVP_PKEY *merchant_key, const char *mchid, const char *ser
 		goto done;
 	if (chan_wx_request_message(method, canonical_url, ts, nonce, body, blen, &msg, &mlen) != 0)
 		goto done;
-	if (sig_rsa_sha256_sign(merchant_key, (const uint8_t *)msg, mlen, &sig, &siglen) != 0)
+	if (crypto_rsa_sha256_sign(merchant_key, (const uint8_t *)msg, mlen, &sig, &siglen) != 0)
 		goto done;
-	if ((b64 = sig_b64_encode_alloc(sig, siglen)) == NULL)
+	if ((b64 = crypto_b64_encode_alloc(sig, siglen)) == NULL)
 		goto done;
 	/* wechatpay-go's field order; the server reads the fields in any order. */
 	n = snprintf(out, outcap,
@@ -183,15 +183,15 @@ chan_wx_skew_ok(long long ts, time_t now, int skew_s)
 
 /* chan_wx_verify_b64 - verifies a base64 signature over the parts with key. */
 static enum chan_vr
-chan_wx_verify_b64(EVP_PKEY *key, const char *b64, const struct sig_part *parts, size_t nparts)
+chan_wx_verify_b64(EVP_PKEY *key, const char *b64, const struct crypto_part *parts, size_t nparts)
 {
-	uint8_t sig[SIG_RSA_MAX_BYTES];
+	uint8_t sig[CRYPTO_RSA_MAX_BYTES];
 	size_t siglen, blen = strlen(b64);
 
-	if (blen > SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES) ||
-	    sig_b64_decode(b64, blen, sig, sizeof(sig), &siglen) != 0)
+	if (blen > CRYPTO_B64_ENCODED_LEN(CRYPTO_RSA_MAX_BYTES) ||
+	    crypto_b64_decode(b64, blen, sig, sizeof(sig), &siglen) != 0)
 		return CHAN_VR_MALFORMED;
-	if (sig_rsa_sha256_verifyv(key, parts, nparts, sig, siglen) != 0)
+	if (crypto_rsa_sha256_verifyv(key, parts, nparts, sig, siglen) != 0)
 		return CHAN_VR_SIGNATURE;
 	return CHAN_VR_OK;
 }
@@ -220,14 +220,14 @@ chan_wx_verify_response(const struct chan_pubkey *keys, int nkeys, int skew_s,
 		    strncmp(id, "PUB_KEY_ID_", 11) == 0) {
 			if (strcmp(serial, id) == 0)
 				key = keys[i].pkey;
-		} else if (sig_serial_equal(serial, id)) {
+		} else if (crypto_serial_equal(serial, id)) {
 			key = keys[i].pkey;
 		}
 	}
 	if (key == NULL)
 		return CHAN_VR_KEY;
 	{
-		const struct sig_part parts[] = {
+		const struct crypto_part parts[] = {
 		    {timestamp, strlen(timestamp)},
 		    {"\n", 1},
 		    {nonce, strlen(nonce)},
@@ -251,14 +251,14 @@ chan_wx_sign_response(EVP_PKEY *platform_key, long long ts, const char *nonce, c
 	*signature = NULL;
 	snprintf(tsbuf, sizeof(tsbuf), "%lld", ts);
 	{
-		const struct sig_part parts[] = {
+		const struct crypto_part parts[] = {
 		    {tsbuf, strlen(tsbuf)}, {"\n", 1}, {nonce, strlen(nonce)}, {"\n", 1},
 		    {body, blen},           {"\n", 1},
 		};
-		if (sig_rsa_sha256_signv(platform_key, parts, 6, &sig, &siglen) != 0)
+		if (crypto_rsa_sha256_signv(platform_key, parts, 6, &sig, &siglen) != 0)
 			goto done;
 	}
-	if ((*signature = sig_b64_encode_alloc(sig, siglen)) == NULL)
+	if ((*signature = crypto_b64_encode_alloc(sig, siglen)) == NULL)
 		goto done;
 	rc = 0;
 done:
@@ -334,7 +334,7 @@ chan_wx_verify_request(EVP_PKEY *merchant_pub, const char *mchid, const char *se
 	    chan_wx_parse_ts(a.timestamp, &ts) != 0)
 		goto done;
 	vr = CHAN_VR_KEY;
-	if (strcmp(a.mchid, mchid) != 0 || !sig_serial_equal(a.serial, serial))
+	if (strcmp(a.mchid, mchid) != 0 || !crypto_serial_equal(a.serial, serial))
 		goto done;
 	vr = CHAN_VR_SKEW;
 	if (!chan_wx_skew_ok(ts, now, skew_s))
@@ -344,7 +344,7 @@ chan_wx_verify_request(EVP_PKEY *merchant_pub, const char *mchid, const char *se
 	    0)
 		goto done;
 	{
-		const struct sig_part part = {msg, mlen};
+		const struct crypto_part part = {msg, mlen};
 		vr = chan_wx_verify_b64(merchant_pub, a.signature, &part, 1);
 	}
 done:

@@ -4,7 +4,7 @@
  */
 #include "msg.h"
 
-#include "sig.h"
+#include "digest.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -179,7 +179,7 @@ msg_event_id(const char *merchant, const char *order, const char *event_type,
 	if (at <= MSG_EVENT_ID_MAX) {
 		n = snprintf(buf, len, "%s", full);
 	} else {
-		if (sig_sha256_hex(full, at, digest) != 0)
+		if (digest_sha256_hex(full, at, digest) != 0)
 			return -1;
 		n = snprintf(buf, len, "%s|%s|sha256:%s", merchant, event_type, digest);
 	}

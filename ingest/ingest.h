@@ -10,19 +10,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chan_notify.h"
 #include "conf.h"
 #include "db.h"
-#include "ingest_notify.h"
 #include "kq.h"
 #include "metrics.h"
 
-enum channel { CH_WXPAY = 0, CH_ALIPAY = 1, CH_STRIPE = 2, CH_COUNT };
-
+/*
+ * A channel is its index in chan_notify_table (chan/chan_notify.h), which also indexes the
+ * metrics; keys[ch] is what that channel's keys_load made, NULL where the merchant does not
+ * use the channel.
+ */
 struct ingest_merchant {
 	const struct conf_merchant *cm;
-	struct wx_merchant wx;
-	struct ali_merchant ali;
-	struct stripe_merchant stripe;
+	void *keys[CHAN_NOTIFY_COUNT];
 };
 
 /*
@@ -94,8 +95,8 @@ enum outcome {
 };
 
 struct ingest_metrics {
-	struct metric *requests[CH_COUNT][OUT_COUNT];
-	struct metric *verify_fail[CH_COUNT][VERR_COUNT];
+	struct metric *requests[CHAN_NOTIFY_COUNT][OUT_COUNT];
+	struct metric *verify_fail[CHAN_NOTIFY_COUNT][VERR_COUNT];
 	struct metric *reserve_lat, *publish_lat, *request_lat;
 	struct metric *publish_failures, *inflight, *unverified, *queued, *reading, *http_errors[5];
 	struct metric *coalesced, *coalescing;
@@ -120,7 +121,7 @@ struct ingest {
 
 /* One request, as the HTTP front hands it to the flow. */
 struct ingest_req {
-	enum channel ch;
+	int ch; /* the channel: its index in chan_notify_table */
 	const struct ingest_merchant *im;
 	const struct http_hdr *hdrs;
 	size_t nhdrs;
@@ -139,12 +140,10 @@ struct ingest_resp {
 	unsigned long long id; /* the row id, once reserved */
 };
 
-const char *channel_name(enum channel ch);
-int channel_parse(const char *s, enum channel *out);
 const char *outcome_name(enum outcome o);
 
 /*
- * The cheap checks of a complete request (ingest_notify.h), run on the event loop before it
+ * The cheap checks of a complete request (chan_notify.h), run on the event loop before it
  * takes a slot; and the answer to a request refused by them or by verification.
  */
 enum verr ingest_precheck(const struct ingest_req *req, char *reason, size_t rlen);
@@ -163,7 +162,7 @@ void ingest_keyset_put(struct ingest_keyset *ks);
  * the last request still holding it. */
 void ingest_keyset_swap(struct ingest *in, struct ingest_keyset *ks);
 const struct ingest_merchant *ingest_merchant_find(const struct ingest_keyset *ks, const char *id,
-                                                   enum channel ch);
+                                                   int ch);
 
 /* Opens size connections; 0, or the exit code (daemon.h) with err saying why. */
 int ingest_pool_init(struct ingest_pool *p, const struct conf_db *cf, int size, char *err,
@@ -193,12 +192,11 @@ void ingest_flight_land(struct ingest *in, struct ingest_flight_entry *e,
 void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
 /* Answers and counts a copy parked on a flight whose row exists (l from the leader); since_us
  * is when the copy was complete. */
-void ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
+void ingest_coalesced(struct ingest *in, int ch, const char *merchant,
                       const struct ingest_landing *l, const char *sha, long long since_us,
                       struct ingest_resp *resp);
-/* The channel's failure / success answers. */
-void ingest_answer(enum channel ch, int ok, unsigned status, const char *msg,
-                   struct ingest_resp *resp);
+/* The channel's failure / success answers, by its operations (chan_notify_ops.answer). */
+void ingest_answer(int ch, int ok, unsigned status, const char *msg, struct ingest_resp *resp);
 
 /* Starts n workers; ingest_work_stop runs what is queued, then ends them. */
 int ingest_work_start(struct ingest *in, int n, char *err, size_t errlen);

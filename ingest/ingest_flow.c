@@ -24,7 +24,6 @@
 #include "log.h"
 #include "money.h"
 #include "msg.h"
-#include "sig.h"
 
 const char *
 outcome_name(enum outcome o)
@@ -36,62 +35,34 @@ outcome_name(enum outcome o)
 }
 
 void
-ingest_answer(enum channel ch, int ok, unsigned status, const char *msg, struct ingest_resp *resp)
+ingest_answer(int ch, int ok, unsigned status, const char *msg, struct ingest_resp *resp)
 {
 	resp->status = status;
-	switch (ch) {
-	case CH_WXPAY:
-		/* WeChat Pay wants 200 or 204 on success, 4xx/5xx with a FAIL object otherwise. */
-		resp->type = "application/json";
-		if (ok)
-			resp->body[0] = '\0';
-		else
-			snprintf(resp->body, sizeof(resp->body),
-			         "{\"code\":\"FAIL\",\"message\":\"%s\"}", msg);
-		break;
-	case CH_ALIPAY:
-		/* Alipay reads only the body: exactly "success", anything else re-sends. */
-		resp->type = "text/plain";
-		snprintf(resp->body, sizeof(resp->body), "%s", ok ? "success" : "fail");
-		break;
-	default:
-		resp->type = "application/json";
-		if (ok)
-			snprintf(resp->body, sizeof(resp->body), "{\"received\":true}");
-		else
-			snprintf(resp->body, sizeof(resp->body), "{\"error\":\"%s\"}", msg);
-		break;
-	}
+	resp->type = chan_notify_table[ch]->answer(ok, msg, resp->body, sizeof(resp->body));
+}
+
+/* ingest_chan_req - the request as its channel's operations take it, arrived now. */
+static struct chan_req
+ingest_chan_req(const struct ingest_req *req)
+{
+	return (struct chan_req){req->hdrs, req->nhdrs, req->body, req->len, time(NULL)};
 }
 
 static enum verr
 ingest_verify(const struct ingest_req *req, struct notify *n, char *reason, size_t rlen)
 {
-	time_t now = time(NULL);
+	struct chan_req r = ingest_chan_req(req);
 
-	switch (req->ch) {
-	case CH_WXPAY:
-		return wx_verify_parse(&req->im->wx, req->hdrs, req->nhdrs, req->body, req->len,
-		                       now, n, reason, rlen);
-	case CH_ALIPAY:
-		return ali_verify_parse(&req->im->ali, req->body, req->len, n, reason, rlen);
-	default:
-		return stripe_verify_parse(&req->im->stripe, req->hdrs, req->nhdrs, req->body,
-		                           req->len, now, n, reason, rlen);
-	}
+	return chan_notify_table[req->ch]->verify_parse(req->im->keys[req->ch], &r, n, reason,
+	                                                rlen);
 }
 
 enum verr
 ingest_precheck(const struct ingest_req *req, char *reason, size_t rlen)
 {
-	switch (req->ch) {
-	case CH_WXPAY:
-		return wx_precheck(&req->im->wx, req->hdrs, req->nhdrs, time(NULL), reason, rlen);
-	case CH_ALIPAY:
-		return ali_precheck(&req->im->ali, req->body, req->len, reason, rlen);
-	default:
-		return stripe_precheck(req->hdrs, req->nhdrs, reason, rlen);
-	}
+	struct chan_req r = ingest_chan_req(req);
+
+	return chan_notify_table[req->ch]->precheck(req->im->keys[req->ch], &r, reason, rlen);
 }
 
 void
@@ -105,15 +76,10 @@ ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve, con
 	log_warn(NULL,
 	         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" stage=%s "
 	         "body_len=%zu body_sha256=%s",
-	         channel_name(req->ch), req->im->cm->id, verr_name(ve),
+	         chan_notify_name(req->ch), req->im->cm->id, verr_name(ve),
 	         log_quoted(s1, sizeof(s1), reason), pre ? "precheck" : "verify", req->len,
 	         req->sha);
-	ingest_answer(req->ch, 0,
-	              (req->ch == CH_WXPAY &&
-	               (ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP))
-	                  ? 401
-	                  : 400,
-	              verr_name(ve), resp);
+	ingest_answer(req->ch, 0, chan_notify_table[req->ch]->status(0, ve), verr_name(ve), resp);
 }
 
 static const char *SQL_UNROUTABLE =
@@ -133,7 +99,7 @@ static enum db_rc
 ingest_keep(struct db *db, const struct ingest_req *req, const struct notify *n, const char *sha,
             unsigned long long *id)
 {
-	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	const char *merchant = req->im->cm->id, *ch = chan_notify_name(req->ch);
 	const char *key = n->event_id[0] != '\0' ? n->event_id : sha;
 	struct db_in p[8] = {DBI_STR(merchant),
 	                     DBI_STR(ch),
@@ -180,7 +146,7 @@ ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
 	struct cblog_row r = {
 	    .log = ingest_log(n),
 	    .merchant_id = req->im->cm->id,
-	    .channel = channel_name(req->ch),
+	    .channel = chan_notify_name(req->ch),
 	    .channel_trade_no = n->channel_trade_no,
 	    .out_trade_no = n->out_trade_no,
 	    .refund_no = n->refund_no,
@@ -213,7 +179,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	m.id = id;
 	m.attempt = 1;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", req->im->cm->id);
-	snprintf(m.channel, sizeof(m.channel), "%s", channel_name(req->ch));
+	snprintf(m.channel, sizeof(m.channel), "%s", chan_notify_name(req->ch));
 	snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s", n->out_trade_no);
 	klen = msg_callback_key(&m, key, sizeof(key));
 	vlen = msg_callback_encode(&m, val, sizeof(val));
@@ -253,28 +219,27 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 
 /* The channel's success answer: WeChat Pay's 204, the others' 200. */
 static void
-ingest_ok(enum channel ch, struct ingest_resp *resp)
+ingest_ok(int ch, struct ingest_resp *resp)
 {
-	ingest_answer(ch, 1, ch == CH_WXPAY ? 204 : 200, "", resp);
+	ingest_answer(ch, 1, chan_notify_table[ch]->status(1, VERR_OK), "", resp);
 }
 
 /* Answers a copy whose row is known to exist. */
 static void
-ingest_duplicate(enum channel ch, const char *merchant, const char *trade, const char *order,
+ingest_duplicate(int ch, const char *merchant, const char *trade, const char *order,
                  const char *sha, int coalesced, struct ingest_resp *resp)
 {
 	resp->outcome = OUT_DUPLICATE;
 	log_info(NULL,
 	         "event=duplicate channel=%s merchant=%s trade=%s order=%s coalesced=%d "
 	         "body_sha256=%s",
-	         channel_name(ch), merchant, trade, order, coalesced, sha);
+	         chan_notify_name(ch), merchant, trade, order, coalesced, sha);
 	ingest_ok(ch, resp);
 }
 
 void
-ingest_coalesced(struct ingest *in, enum channel ch, const char *merchant,
-                 const struct ingest_landing *l, const char *sha, long long since_us,
-                 struct ingest_resp *resp)
+ingest_coalesced(struct ingest *in, int ch, const char *merchant, const struct ingest_landing *l,
+                 const char *sha, long long since_us, struct ingest_resp *resp)
 {
 	ingest_duplicate(ch, merchant, l->trade, l->order, sha, 1, resp);
 	metrics_inc(in->m.coalesced, 1);
@@ -291,7 +256,7 @@ static void
 ingest_unroutable(struct ingest *in, const struct ingest_req *req, const struct notify *n,
                   struct ingest_resp *resp)
 {
-	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch);
+	const char *merchant = req->im->cm->id, *ch = chan_notify_name(req->ch);
 	char s1[NOTIFY_STR], s2[64];
 	unsigned long long id = 0;
 	enum db_rc rc = DB_RETRYABLE;
@@ -377,7 +342,7 @@ static void
 ingest_store(struct ingest *in, const struct ingest_req *req, const struct notify *n,
              const char *amount, long long t0, struct ingest_resp *resp)
 {
-	const char *merchant = req->im->cm->id, *ch = channel_name(req->ch), *sha = req->sha;
+	const char *merchant = req->im->cm->id, *ch = chan_notify_name(req->ch), *sha = req->sha;
 	char reason[256], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
 	unsigned long long id = 0;
 	long long r0 = clock_mono_us();
@@ -452,7 +417,7 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		log_info(NULL,
 		         "event=ignored channel=%s merchant=%s type=%s body_len=%zu "
 		         "body_sha256=%s",
-		         channel_name(req->ch), req->im->cm->id,
+		         chan_notify_name(req->ch), req->im->cm->id,
 		         log_safe(s1, sizeof(s1), n.event_type), req->len, req->sha);
 		ingest_ok(req->ch, resp);
 	} else if (n.kind == NOTIFY_UNROUTABLE) {

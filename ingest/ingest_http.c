@@ -32,9 +32,9 @@
 #include <time.h>
 
 #include "clock.h"
+#include "digest.h"
 #include "ingest.h"
 #include "log.h"
-#include "sig.h"
 
 #define MAX_HDRS 64
 
@@ -50,7 +50,7 @@ enum req_state { RQ_READING = 0, RQ_QUEUED, RQ_DONE, RQ_SENT };
 struct req_ctx {
 	struct ingest_job job; /* first: a queued job is its request */
 	struct MHD_Connection *conn;
-	enum channel ch;
+	int ch;
 	struct ingest_keyset *ks; /* the keys this request started with (a reference) */
 	const struct ingest_merchant *im;
 	uint8_t *buf;
@@ -86,7 +86,7 @@ http_send(struct MHD_Connection *c, unsigned status, const char *type, const cha
 
 /* Splits the URL; returns 0 with the channel and merchant, or -1 for an unknown route. */
 static int
-http_route(const char *url, enum channel *ch, char *merchant, size_t mlen)
+http_route(const char *url, int *ch, char *merchant, size_t mlen)
 {
 	static const char prefix[] = "/pay/callback/";
 	char chan[16];
@@ -102,7 +102,7 @@ http_route(const char *url, enum channel *ch, char *merchant, size_t mlen)
 		return -1;
 	memcpy(chan, p, n);
 	chan[n] = '\0';
-	if (channel_parse(chan, ch) != 0)
+	if ((*ch = chan_notify_find(chan)) < 0)
 		return -1;
 	if (slash == NULL) {
 		snprintf(merchant, mlen, "default");
@@ -133,7 +133,7 @@ http_collect(void *cls, enum MHD_ValueKind kind, const char *key, const char *va
 }
 
 static enum MHD_Result
-http_fail(struct MHD_Connection *c, enum channel ch, unsigned status, const char *msg)
+http_fail(struct MHD_Connection *c, int ch, unsigned status, const char *msg)
 {
 	struct ingest_resp resp;
 
@@ -162,7 +162,7 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 	char merchant[80];
 	const char *cl;
 	struct req_ctx *x;
-	enum channel ch;
+	int ch;
 
 	if (http_route(url, &ch, merchant, sizeof(merchant)) != 0) {
 		metrics_inc(in->m.http_errors[0], 1);
@@ -183,7 +183,7 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 		ingest_keyset_put(ks);
 		metrics_inc(in->m.http_errors[2], 1);
 		log_warn(NULL, "event=body_too_large channel=%s merchant=%s declared=%s",
-		         channel_name(ch), merchant, cl);
+		         chan_notify_name(ch), merchant, cl);
 		return http_fail(c, ch, 413, "body too large");
 	}
 	if (atomic_fetch_add(&in->reading, 1) >= in->cf->ingest.max_readers) {
@@ -238,7 +238,7 @@ http_run(struct ingest *in, struct ingest_job *j)
 		ingest_answer(x->ch, 0, 503, "busy", &x->resp);
 		metrics_inc(in->m.requests[x->ch][OUT_BUSY], 1);
 		log_warn(NULL, "event=queue_timeout channel=%s merchant=%s queued_ms=%lld",
-		         channel_name(x->ch), x->im->cm->id, waited_ms);
+		         chan_notify_name(x->ch), x->im->cm->id, waited_ms);
 	} else {
 		http_req(x, &req);
 		req.flight = x->fe;
@@ -280,7 +280,7 @@ http_flight_key(const struct req_ctx *x, char *key, size_t cap)
 	size_t n = 0;
 	int k;
 
-	k = snprintf(key, cap, "%s%c%s%c%s", channel_name(x->ch), 0, x->im->cm->id, 0, x->sha);
+	k = snprintf(key, cap, "%s%c%s%c%s", chan_notify_name(x->ch), 0, x->im->cm->id, 0, x->sha);
 	if (k < 0 || (size_t)k >= cap)
 		return 0;
 	n = (size_t)k + 1;
@@ -317,7 +317,7 @@ http_upload(struct ingest *in, struct req_ctx *x, const char *upload, size_t n)
 		 * (libmicrohttpd cannot answer in the middle of an upload). */
 		metrics_inc(in->m.http_errors[4], 1);
 		log_warn(NULL, "event=request_deadline channel=%s merchant=%s received=%zu",
-		         channel_name(x->ch), x->im->cm->id, x->len + n);
+		         chan_notify_name(x->ch), x->im->cm->id, x->len + n);
 		return MHD_NO;
 	}
 	if (x->len + n > (size_t)in->cf->ingest.max_body_bytes) {
@@ -325,7 +325,7 @@ http_upload(struct ingest *in, struct req_ctx *x, const char *upload, size_t n)
 		 * drained, since a sender that never stops would hold it for ever. */
 		metrics_inc(in->m.http_errors[2], 1);
 		log_warn(NULL, "event=body_too_large channel=%s merchant=%s chunked=1",
-		         channel_name(x->ch), x->im->cm->id);
+		         chan_notify_name(x->ch), x->im->cm->id);
 		return MHD_NO;
 	}
 	if (x->len + n > x->cap) {
@@ -424,7 +424,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url, const char *me
 	MHD_get_connection_values(c, MHD_HEADER_KIND, http_collect, &x->hs);
 	if (x->hs.overflow)
 		return http_fail(c, x->ch, 400, "too many headers");
-	sig_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
+	digest_sha256_hex(x->buf ? x->buf : (const uint8_t *)"", x->len, x->sha);
 	r = http_precheck(in, c, x, &answered);
 	return answered ? r : http_admit(in, c, x);
 }

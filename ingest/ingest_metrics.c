@@ -12,10 +12,10 @@ ingest_metrics_init(struct ingest_metrics *m)
 	static const char *const http[] = {"not_found", "method", "too_large", "other", "deadline"};
 	char l[160];
 
-	for (int c = 0; c < CH_COUNT; c++) {
+	for (int c = 0; c < CHAN_NOTIFY_COUNT; c++) {
 		for (int o = 0; o < OUT_COUNT; o++) {
 			snprintf(l, sizeof(l), "channel=\"%s\",outcome=\"%s\"",
-				 channel_name((enum channel)c), outcome_name((enum outcome)o));
+				 chan_notify_name(c), outcome_name((enum outcome)o));
 			m->requests[c][o] = metrics_counter(
 			    "paycb_ingest_requests_total",
 			    "Notifications answered, by channel and outcome (duplicate = already "
@@ -23,10 +23,10 @@ ingest_metrics_init(struct ingest_metrics *m)
 			    l);
 		}
 	}
-	for (int c = 0; c < CH_COUNT; c++)
+	for (int c = 0; c < CHAN_NOTIFY_COUNT; c++)
 		for (int r = 0; r < VERR_COUNT; r++) {
 			snprintf(l, sizeof(l), "channel=\"%s\",reason=\"%s\"",
-				 channel_name((enum channel)c), verr_name((enum verr)r));
+				 chan_notify_name(c), verr_name((enum verr)r));
 			m->verify_fail[c][r] = metrics_counter(
 			    "paycb_ingest_verify_failures_total",
 			    "Requests rejected by verification, by channel and reason.", l);

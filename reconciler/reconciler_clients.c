@@ -12,22 +12,22 @@
 
 #include <openssl/crypto.h>
 
+#include "crypto.h"
 #include "log.h"
 #include "reconciler.h"
-#include "sig.h"
 
 static int
 load_wx(struct recon_merchant *m, char *err, size_t errlen)
 {
 	const struct conf_merchant *cm = m->cm;
 
-	if (sig_load_privkey_file(cm->wxpay.merchant_key_file, &m->wx_key, err, errlen) != 0)
+	if (crypto_load_privkey_file(cm->wxpay.merchant_key_file, &m->wx_key, err, errlen) != 0)
 		return -1;
 	for (int i = 0; i < cm->wxpay.nkeys && m->nwx_platform < 8; i++) {
 		char serial[80] = "";
 		EVP_PKEY *k = NULL;
 
-		if (sig_load_pubkey_file_serial(cm->wxpay.keys[i].file, &k, serial, sizeof(serial),
+		if (crypto_load_pubkey_file_serial(cm->wxpay.keys[i].file, &k, serial, sizeof(serial),
 		                                err, errlen) != 0)
 			return -1;
 		snprintf(m->wx_serials[m->nwx_platform], sizeof(m->wx_serials[0]), "%s",
@@ -43,10 +43,10 @@ load_ali(struct recon_merchant *m, char *err, size_t errlen)
 {
 	const struct conf_merchant *cm = m->cm;
 
-	if (sig_load_privkey_file(cm->alipay.app_private_key_file, &m->ali_key, err, errlen) != 0)
+	if (crypto_load_privkey_file(cm->alipay.app_private_key_file, &m->ali_key, err, errlen) != 0)
 		return -1;
 	for (int i = 0; i < cm->alipay.public_key_files.n && m->nali_pub < 8; i++)
-		if (sig_load_pubkey_file(cm->alipay.public_key_files.v[i],
+		if (crypto_load_pubkey_file(cm->alipay.public_key_files.v[i],
 		                         &m->ali_pub[m->nali_pub++], err, errlen) != 0)
 			return -1;
 	return 0;
@@ -58,7 +58,7 @@ load_stripe(struct recon_merchant *m, char *err, size_t errlen)
 	uint8_t *buf = NULL;
 	size_t len = 0;
 
-	if (sig_read_secret_file(m->cm->stripe.api_key_file, 4096, &buf, &len, err, errlen) != 0)
+	if (crypto_read_secret_file(m->cm->stripe.api_key_file, 4096, &buf, &len, err, errlen) != 0)
 		return -1;
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
 		buf[--len] = '\0';

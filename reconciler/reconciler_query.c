@@ -22,12 +22,12 @@
 #include <string.h>
 
 #include "clock.h"
+#include "digest.h"
 #include "log.h"
 #include "metrics.h"
 #include "money.h"
 #include "msg.h"
 #include "reconciler.h"
-#include "sig.h"
 
 struct qrow {
 	long long id, step;
@@ -107,7 +107,7 @@ reserve(struct reconciler *r, struct chan_client *cl, const struct qrow *w, cons
 
 	if (ans == NULL || scale < 0 ||
 	    money_format(p->amount_minor, scale, amount, sizeof(amount)) != 0 ||
-	    sig_sha256_hex(ans, alen, sha) != 0)
+	    digest_sha256_hex(ans, alen, sha) != 0)
 		return -1;
 	/* One autocommit INSERT on ingest's unique key: the only deduplication there is. */
 	rc = cblog_reserve(&r->db, &row, id);

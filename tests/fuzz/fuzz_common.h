@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 struct fuzz_keys {
 	EVP_PKEY *priv; /* signs as WeChat Pay and Alipay would */

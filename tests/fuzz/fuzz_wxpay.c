@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "crypto.h"
 #include "fuzz_common.h"
-#include "sig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 
@@ -46,14 +46,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		char msg[128];
 		uint8_t *s = NULL;
 		size_t slen = 0;
-		struct sig_part parts[3];
+		struct crypto_part parts[3];
 		snprintf(msg, sizeof(msg), "%lld\nnonce\n", (long long)now);
-		parts[0] = (struct sig_part){msg, strlen(msg)};
-		parts[1] = (struct sig_part){data + 1, len - 1};
-		parts[2] = (struct sig_part){"\n", 1};
-		if (sig_rsa_sha256_signv(k->priv, parts, 3, &s, &slen) != 0)
+		parts[0] = (struct crypto_part){msg, strlen(msg)};
+		parts[1] = (struct crypto_part){data + 1, len - 1};
+		parts[2] = (struct crypto_part){"\n", 1};
+		if (crypto_rsa_sha256_signv(k->priv, parts, 3, &s, &slen) != 0)
 			abort();
-		char *b64 = sig_b64_encode_alloc(s, slen);
+		char *b64 = crypto_b64_encode_alloc(s, slen);
 		snprintf(ts, sizeof(ts), "%lld", (long long)now);
 		struct http_hdr hh[4] = {{"Wechatpay-Timestamp", ts},
 					 {"Wechatpay-Nonce", "nonce"},

@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "chan.h"
+#include "crypto.h"
 #include "harness.h"
-#include "sig.h"
 
 static struct conf cf;
 static struct db db;
@@ -108,8 +108,8 @@ wx_resign(struct hreq *q)
 	msg = malloc(ml + 1);
 	snprintf(msg, ml + 1, "%s\n%s\n%.*s\n", ts, nonce, (int)q->n.len, q->n.body);
 	assert_int_equal(
-	    sig_rsa_sha256_sign(K.wx_cert_key, (const uint8_t *)msg, ml, &sig, &siglen), 0);
-	b64 = sig_b64_encode_alloc(sig, siglen);
+	    crypto_rsa_sha256_sign(K.wx_cert_key, (const uint8_t *)msg, ml, &sig, &siglen), 0);
+	b64 = crypto_b64_encode_alloc(sig, siglen);
 	p = strstr(q->n.headers, "Wechatpay-Signature: ");
 	e = strstr(p, "\r\n") + 2;
 	memmove(p, e, strlen(e) + 1);

@@ -21,12 +21,11 @@
 
 #include <openssl/rand.h>
 
+#include "chan_notify.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "httpc.h"
-#include "ingest_notify.h"
 #include "kq.h"
-#include "sig.h"
 #include "chan.h"
 
 static struct conf cf;

@@ -23,9 +23,9 @@
 #include <jansson.h>
 
 #include "chan.h"
+#include "chan_notify.h"
 #include "harness.h"
 #include "httpc.h"
-#include "ingest_notify.h"
 
 #define MCHID     "1900000001"
 #define SP_MCHID  "1230000109"

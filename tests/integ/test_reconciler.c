@@ -42,7 +42,7 @@
 #include "fixtures.h"
 #include "harness.h"
 #include "httpc.h"
-#include "ingest_notify.h"
+#include "chan_notify.h"
 #include "sim.h"
 #include "testca.h"
 
@@ -781,8 +781,8 @@ simulator_answers_as_the_channels(void **state)
 
 	(void)state;
 	assert_int_equal(at_channel(&CH[1], "chk", 500, "PAID", order, sizeof(order), NULL, 0), 0);
-	assert_int_equal(sig_load_privkey_file(mfs.ali_app_key, &app, err, sizeof(err)), 0);
-	assert_int_equal(sig_load_pubkey_file(mfs.ali_pub, &alipay, err, sizeof(err)), 0);
+	assert_int_equal(crypto_load_privkey_file(mfs.ali_app_key, &app, err, sizeof(err)), 0);
+	assert_int_equal(crypto_load_pubkey_file(mfs.ali_pub, &alipay, err, sizeof(err)), 0);
 	assert_non_null(good = ali_client(app, &alipay));
 	assert_non_null(bad = ali_client(stranger, &alipay));
 	rq.order.out_trade_no = order;

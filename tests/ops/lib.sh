@@ -111,12 +111,12 @@ ops_build_helper() {
 		# shellcheck disable=SC2054 # one flag with a comma-separated value
 		san=(-fsanitize=address,undefined -fno-omit-frame-pointer)
 	fi
-	[[ -f $b/libingest.a && -f $b/libcommon.a ]] ||
-		{ echo "no $b/libingest.a or $b/libcommon.a (build first)" >&2; return 1; }
+	[[ -f $b/libchan.a && -f $b/libcommon.a ]] ||
+		{ echo "no $b/libchan.a or $b/libcommon.a (build first)" >&2; return 1; }
 	# shellcheck disable=SC2046 # pkg-config output is a list of flags
-	cc -std=c11 -D_GNU_SOURCE -O1 -g "${san[@]}" -Icommon -Iingest \
+	cc -std=c11 -D_GNU_SOURCE -O1 -g "${san[@]}" -Icommon -Ichan \
 		$(pkg-config --cflags openssl jansson) -o "$T/$1" "tests/ops/$1.c" \
-		"$b/libingest.a" "$b/libcommon.a" \
-		$(pkg-config --libs rdkafka libconfig jansson libmicrohttpd openssl) \
+		"$b/libchan.a" "$b/libcommon.a" \
+		$(pkg-config --libs rdkafka libconfig jansson libmicrohttpd openssl libcurl) \
 		$(mariadb_config --libs) -lpthread -lm
 }

@@ -5,7 +5,7 @@
  *
  * Encrypts PLAINTEXT_JSON into the resource (AEAD_AES_256_GCM with the APIv3 key), signs
  * "timestamp\nnonce\nbody\n" with the platform private key exactly as WeChat Pay does
- * (through ingest's own wx_sign_notify, like tests/support/chan.c), writes the body to
+ * (through the channel library's wx_sign_notify, chan/chan_notify.h), writes the body to
  * BODY_OUT and prints the Wechatpay-* headers on stdout, one "Name: value" per line, for
  * `curl -H @file`. The openssl command line cannot do the AES-GCM part, hence this helper.
  * Exit 0, or 1 with a message on stderr.
@@ -17,7 +17,7 @@
 
 #include <openssl/pem.h>
 
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 int
 main(int argc, char **argv)

@@ -13,7 +13,7 @@
 # is refused by nginx), that the stopped upstream costs nothing, and that only the callback
 # routes are served. Stripe and Alipay are signed here with openssl; WeChat Pay needs
 # AES-256-GCM, which the openssl command cannot do, so tests/ops/ops_wxsign.c signs those
-# through ingest's own signer. About 10 s.
+# through the channel library's signer (chan/). About 10 s.
 # shellcheck disable=SC2015 # "a && b || bail": bail whichever failed
 set -uo pipefail
 # shellcheck source=tests/ops/lib.sh

@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "chan_notify.h"
 #include "harness.h"
-#include "ingest_notify.h"
 #include "testkeys.h"
 
 int
@@ -181,18 +181,15 @@ int
 chan_wx_note(const struct chan_keys *k, struct chan_note *n, EVP_PKEY *key, const char *serial,
 	     const char *event, const char *plain, time_t ts)
 {
-	char tsh[24], nonce[40], *sig = NULL;
+	struct chan_signer s = {key, serial, k->apiv3, 32};
+	struct chan_sign_in in = {event, plain, ts};
+	struct chan_signed out;
 
-	if (wx_sign_notify(key, serial, k->apiv3, event, plain, ts, &n->body, tsh, nonce, &sig) !=
-	    0)
+	if (chan_notify_wx_ops.sign(&s, &in, &out) != 0)
 		return -1;
-	n->len = strlen(n->body);
-	snprintf(n->headers, sizeof(n->headers),
-		 "Content-Type: application/json\r\nWechatpay-Timestamp: %s\r\n"
-		 "Wechatpay-Nonce: %s\r\nWechatpay-Signature: %s\r\nWechatpay-Serial: %s\r\n"
-		 "Wechatpay-Signature-Type: WECHATPAY2-SHA256-RSA2048\r\n",
-		 tsh, nonce, sig, serial);
-	free(sig);
+	n->body = out.body;
+	n->len = out.len;
+	snprintf(n->headers, sizeof(n->headers), "%s", out.headers);
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 /*
  * chan - test-side channel fixtures: merchant keys generated at test time, a paycb
  * configuration with merchants using them, a real paycb-ingest process, and notifications
- * signed exactly as WeChat Pay, Alipay and Stripe sign them (through ingest_notify.h's
+ * signed exactly as WeChat Pay, Alipay and Stripe sign them (through chan_notify.h's
  * signing functions, so tests and the simulator exercise the production verifiers).
  */
 #ifndef PAYCB_CHAN_H

@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 
 #include "cblog.h"
+#include "digest.h"
 #include "harness.h"
 #include "kq.h"
 #include "msg.h"
-#include "sig.h"
 
 int
 fx_order(struct db *db, const char *merchant, const char *order, const char *amount,
@@ -50,7 +50,7 @@ fx_reserve(struct db *db, struct cblog_row *r, unsigned long long *id)
 	char sha[65];
 
 	*id = 0;
-	if (sig_sha256_hex(r->body, r->body_len, sha) != 0)
+	if (digest_sha256_hex(r->body, r->body_len, sha) != 0)
 		return -1;
 	r->body_sha256 = sha;
 	if (cblog_reserve(db, r, id) != DB_OK) {

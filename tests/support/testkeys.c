@@ -16,7 +16,7 @@
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 
-#include "sig.h"
+#include "crypto.h"
 
 EVP_PKEY *
 tk_rsa_new(void)
@@ -107,7 +107,7 @@ tk_pubkey_b64(EVP_PKEY *key)
 
 	if ((n = i2d_PUBKEY(key, &der)) <= 0)
 		return NULL;
-	s = sig_b64_encode_alloc(der, (size_t)n);
+	s = crypto_b64_encode_alloc(der, (size_t)n);
 	OPENSSL_free(der);
 	return s;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sig.h"
+#include "crypto.h"
 
 #define VEC_FILE_MAX (1024 * 1024)
 
@@ -31,7 +31,7 @@ vec_read(const char *rel, size_t *len)
 
 	if (snprintf(path, sizeof(path), "%s/%s", vec_dir(), rel) >= (int)sizeof(path))
 		return NULL;
-	if (sig_read_file(path, VEC_FILE_MAX, &buf, len, err, sizeof(err)) != 0)
+	if (crypto_read_file(path, VEC_FILE_MAX, &buf, len, err, sizeof(err)) != 0)
 		return NULL;
 	return buf;
 }
@@ -64,7 +64,7 @@ vec_pubkey(const char *rel, char *serial, size_t seriallen)
 	file[n] = '\0';
 	if ((buf = vec_read(file, &len)) == NULL)
 		return NULL;
-	if (sig_load_pubkey_mem(buf, len, &pkey, serial, seriallen, err, sizeof(err)) != 0)
+	if (crypto_load_pubkey_mem(buf, len, &pkey, serial, seriallen, err, sizeof(err)) != 0)
 		pkey = NULL;
 	free(buf);
 	return pkey;

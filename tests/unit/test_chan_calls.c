@@ -31,7 +31,6 @@
 #include "chan_int.h"
 #include "clock.h"
 #include "form.h"
-#include "sig.h"
 #include "testkeys.h"
 
 enum mode { M_OK, M_FORGED, M_NOSIG, M_OTHER, M_500, M_429, M_400, M_SLOW, M_DROP, M_SYSERR };

@@ -19,7 +19,8 @@
 
 #include "chan_sign.h"
 #include "form.h"
-#include "sig.h"
+#include "crypto.h"
+#include "digest.h"
 
 #define VEC "tests/vectors/outbound/"
 
@@ -43,9 +44,9 @@ load_priv(const char *rel)
 	size_t len;
 
 	/* The vectors' keys are public test keys checked in 0644, so they are read as plain
-	 * files; sig_load_privkey_file would refuse them as shared secrets. */
-	if (sig_read_file(rel, 1 << 16, &buf, &len, err, sizeof(err)) != 0 ||
-	    sig_load_privkey_mem(buf, len, &k, err, sizeof(err)) != 0)
+	 * files; crypto_load_privkey_file would refuse them as shared secrets. */
+	if (crypto_read_file(rel, 1 << 16, &buf, &len, err, sizeof(err)) != 0 ||
+	    crypto_load_privkey_mem(buf, len, &k, err, sizeof(err)) != 0)
 		fail_msg("%s: %s", rel, err);
 	free(buf);
 	return k;
@@ -57,7 +58,7 @@ load_pub(const char *rel)
 	EVP_PKEY *k = NULL;
 	char err[256];
 
-	if (sig_load_pubkey_file(rel, &k, err, sizeof(err)) != 0)
+	if (crypto_load_pubkey_file(rel, &k, err, sizeof(err)) != 0)
 		fail_msg("%s: %s", rel, err);
 	return k;
 }
@@ -83,8 +84,8 @@ test_wx_o1_signature(void **state)
 	char *b64;
 
 	(void)state;
-	assert_int_equal(sig_rsa_sha256_sign(k, (const uint8_t *)"source", 6, &sig, &siglen), 0);
-	b64 = sig_b64_encode_alloc(sig, siglen);
+	assert_int_equal(crypto_rsa_sha256_sign(k, (const uint8_t *)"source", 6, &sig, &siglen), 0);
+	b64 = crypto_b64_encode_alloc(sig, siglen);
 	assert_string_equal(b64, str(o1, "signature"));
 	free(b64);
 	free(sig);
@@ -143,7 +144,7 @@ test_wx_d_requests(void **state)
 		                                         str(v, "nonce"), (const uint8_t *)body,
 		                                         blen, &msg, &mlen),
 		                 0);
-		assert_int_equal(sig_sha256_hex(msg, mlen, hex), 0);
+		assert_int_equal(digest_sha256_hex(msg, mlen, hex), 0);
 		if (strcmp(hex, str(v, "msg_sha256")) != 0)
 			fail_msg("%s: message hash %s", str(v, "id"), hex);
 		free(msg);

@@ -23,9 +23,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "chan_notify.h"
+#include "crypto.h"
 #include "form.h"
-#include "ingest_notify.h"
-#include "sig.h"
 #include "testkeys.h"
 
 #define T0      1700000000
@@ -177,7 +177,7 @@ wx_build(struct wxmsg *w, EVP_PKEY *key, const char *serial, const char *event, 
 static void
 wx_resign(struct wxmsg *w, EVP_PKEY *key, char *body)
 {
-	struct sig_part p[6] = {{w->ts, strlen(w->ts)},       {"\n", 1},
+	struct crypto_part p[6] = {{w->ts, strlen(w->ts)},       {"\n", 1},
 	                        {w->nonce, strlen(w->nonce)}, {"\n", 1},
 	                        {body, strlen(body)},         {"\n", 1}};
 	uint8_t *sig;
@@ -186,8 +186,8 @@ wx_resign(struct wxmsg *w, EVP_PKEY *key, char *body)
 	free(w->body);
 	free(w->sig);
 	w->body = body;
-	assert_int_equal(sig_rsa_sha256_signv(key, p, 6, &sig, &siglen), 0);
-	assert_non_null(w->sig = sig_b64_encode_alloc(sig, siglen));
+	assert_int_equal(crypto_rsa_sha256_signv(key, p, 6, &sig, &siglen), 0);
+	assert_non_null(w->sig = crypto_b64_encode_alloc(sig, siglen));
 	free(sig);
 	w->h[2].value = w->sig;
 }

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chan_notify.h"
 #include "conf.h"
-#include "ingest_notify.h"
 #include "testkeys.h"
 
 static char dir[] = "/tmp/paycb-reload-XXXXXX";

@@ -18,10 +18,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "chan_notify.h"
+#include "crypto.h"
 #include "form.h"
-#include "ingest_notify.h"
 #include "money.h"
-#include "sig.h"
 #include "vectors.h"
 
 #define ALI "alipay/"
@@ -109,7 +109,7 @@ test_case(void **state)
 	const char *want = vec_str(c, "expected_string_to_sign");
 	const char *alg = vec_str(c, "algorithm"), *s64 = vec_str(params, "sign");
 	int keep = strncmp(rule, "V2", 2) == 0, said_valid = strncmp(expect, "valid", 5) == 0;
-	struct sig_part part = {want, strlen(want)};
+	struct crypto_part part = {want, strlen(want)};
 	char path[256], *content, *body;
 	uint8_t sig[512], *raw;
 	size_t clen, siglen, rawlen, i;
@@ -127,7 +127,7 @@ test_case(void **state)
 		                     ali_expect[i].want == VERR_UNSUPPORTED);
 	snprintf(path, sizeof(path), ALI "%s", vec_str(c, "public_key_file"));
 	assert_non_null(key = vec_pubkey(path, NULL, 0));
-	assert_int_equal(sig_b64_decode(s64, strlen(s64), sig, sizeof(sig), &siglen), 0);
+	assert_int_equal(crypto_b64_decode(s64, strlen(s64), sig, sizeof(sig), &siglen), 0);
 
 	/* The string to sign, built by our code from the params as received. */
 	params_form(params, &f);
@@ -144,7 +144,7 @@ test_case(void **state)
 	free(content);
 	/* The expected string verifies exactly when the case says valid (SHA-1 only for Java's). */
 	assert_int_equal(
-	    sig_rsa_verify_md(key, alg != NULL && strncmp(alg, "SHA1", 4) == 0 ? "SHA1" : "SHA256",
+	    crypto_rsa_verify_md(key, alg != NULL && strncmp(alg, "SHA1", 4) == 0 ? "SHA1" : "SHA256",
 	                      &part, 1, sig, siglen),
 	    said_valid ? 0 : -1);
 	form_free(&f);
@@ -185,7 +185,7 @@ test_bare_base64_key_is_the_pem_key(void **state)
 	for (char *line = strtok((char *)pem, "\n"); line != NULL; line = strtok(NULL, "\n"))
 		if (strncmp(line, "-----", 5) != 0)
 			n += (size_t)snprintf(bare + n, sizeof(bare) - n, "%s", line);
-	assert_int_equal(sig_load_pubkey_mem(bare, n, &a, NULL, 0, err, sizeof(err)), 0);
+	assert_int_equal(crypto_load_pubkey_mem(bare, n, &a, NULL, 0, err, sizeof(err)), 0);
 	assert_non_null(b = vec_pubkey(ALI "node_notify_pubkey_v1_inline.pem", NULL, 0));
 	assert_int_equal(EVP_PKEY_eq(a, b), 1);
 	EVP_PKEY_free(a);
@@ -196,7 +196,7 @@ test_bare_base64_key_is_the_pem_key(void **state)
 static void
 test_app_cert_serial(void **state)
 {
-	char serial[SIG_SERIAL_MAX];
+	char serial[CRYPTO_SERIAL_MAX];
 	EVP_PKEY *k =
 	    vec_pubkey(ALI "java_appCertPublicKey_2021003126695331.crt", serial, sizeof(serial));
 

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "ingest_notify.h"
+#include "chan_notify.h"
 #include "vectors.h"
 
 #define ST "stripe/derived/"

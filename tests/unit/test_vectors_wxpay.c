@@ -18,8 +18,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "ingest_notify.h"
-#include "sig.h"
+#include "chan_notify.h"
+#include "crypto.h"
 #include "vectors.h"
 
 #define WX "wechatpay/"
@@ -70,7 +70,7 @@ set_key(struct wx_merchant *m, const char *key)
 static void
 add_key(struct wx_merchant *m, const char *file, const char *key_id)
 {
-	char serial[SIG_SERIAL_MAX], path[256];
+	char serial[CRYPTO_SERIAL_MAX], path[256];
 	EVP_PKEY *k;
 
 	/* Key files named by cases.json live in wechatpay/, not in derived/. */
@@ -236,12 +236,12 @@ test_go_verifier_cert_and_pubkey(void **state)
 	size_t siglen, i;
 	const char *s64;
 	json_t *cs;
-	char serial[SIG_SERIAL_MAX];
+	char serial[CRYPTO_SERIAL_MAX];
 
 	(void)state;
 	assert_non_null(c);
 	s64 = vec_str(c, "signature_b64");
-	assert_int_equal(sig_b64_decode(s64, strlen(s64), sig, sizeof(sig), &siglen), 0);
+	assert_int_equal(crypto_b64_decode(s64, strlen(s64), sig, sizeof(sig), &siglen), 0);
 	for (size_t k = 0; k < 2; k++) {
 		EVP_PKEY *pk = vec_pubkey(keys[k], serial, sizeof(serial));
 
@@ -253,13 +253,13 @@ test_go_verifier_cert_and_pubkey(void **state)
 			const char *msg = vec_str(cs, "message");
 			int valid = strcmp(vec_str(cs, "expect"), "valid") == 0;
 
-			assert_int_equal(sig_rsa_sha256_verify(pk, (const uint8_t *)msg, strlen(msg),
+			assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)msg, strlen(msg),
 							       sig, siglen),
 					 valid ? 0 : -1);
 		}
 		/* Empty signature and non-base64 signature are errors too (README). */
-		assert_int_equal(sig_rsa_sha256_verify(pk, (const uint8_t *)"source", 6, sig, 0), -1);
-		assert_int_equal(sig_b64_decode("not base64!", 11, sig, sizeof(sig), &siglen), -1);
+		assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)"source", 6, sig, 0), -1);
+		assert_int_equal(crypto_b64_decode("not base64!", 11, sig, sizeof(sig), &siglen), -1);
 		EVP_PKEY_free(pk);
 	}
 	json_decref(c);
@@ -285,10 +285,10 @@ gcm_case(const json_t *base, const json_t *ov, uint8_t *out, size_t *outlen)
 		assert_int_equal(sscanf(vec_str(ov, "ciphertext"), "%zu zero bytes", &zeros), 1);
 		memset(ct, 0, zeros);
 		ctlen = zeros;
-	} else if (sig_b64_decode(ct64, strlen(ct64), ct, sizeof(ct), &ctlen) != 0) {
+	} else if (crypto_b64_decode(ct64, strlen(ct64), ct, sizeof(ct), &ctlen) != 0) {
 		return -2;
 	}
-	return sig_aes_gcm_decrypt((const uint8_t *)key, strlen(key), (const uint8_t *)nonce,
+	return crypto_aes_gcm_decrypt((const uint8_t *)key, strlen(key), (const uint8_t *)nonce,
 				   strlen(nonce), (const uint8_t *)aad, strlen(aad), ct, ctlen, out,
 				   outlen);
 }
@@ -347,21 +347,21 @@ test_java_certificate_download_decrypts_to_pem(void **state)
 	const char *nonce = vec_str(enc, "nonce"), *aad = vec_str(enc, "associated_data");
 	uint8_t ct[4096], out[4096], *want;
 	size_t ctlen, outlen = sizeof(out), wlen;
-	char serial[SIG_SERIAL_MAX], err[160];
+	char serial[CRYPTO_SERIAL_MAX], err[160];
 	EVP_PKEY *pk;
 
 	(void)state;
 	assert_non_null(enc);
 	assert_string_equal(vec_str(enc, "algorithm"), "AEAD_AES_256_GCM");
-	assert_int_equal(sig_b64_decode(ct64, strlen(ct64), ct, sizeof(ct), &ctlen), 0);
-	assert_int_equal(sig_aes_gcm_decrypt((const uint8_t *)key, 32, (const uint8_t *)nonce,
+	assert_int_equal(crypto_b64_decode(ct64, strlen(ct64), ct, sizeof(ct), &ctlen), 0);
+	assert_int_equal(crypto_aes_gcm_decrypt((const uint8_t *)key, 32, (const uint8_t *)nonce,
 					     strlen(nonce), (const uint8_t *)aad, strlen(aad), ct,
 					     ctlen, out, &outlen), 0);
 	assert_non_null(want = vec_read(WX "java_download_certificate_decrypted.pem", &wlen));
 	assert_int_equal(outlen, wlen);
 	assert_memory_equal(out, want, wlen);
 	/* The decrypted certificate's serial is the response's serial_no. */
-	assert_int_equal(sig_load_pubkey_mem(out, outlen, &pk, serial, sizeof(serial), err,
+	assert_int_equal(crypto_load_pubkey_mem(out, outlen, &pk, serial, sizeof(serial), err,
 					     sizeof(err)), 0);
 	assert_string_equal(serial, vec_str(d, "serial_no"));
 	EVP_PKEY_free(pk);
@@ -382,11 +382,11 @@ test_java_rsa_verifier_merchant_cert(void **state)
 	assert_non_null(c);
 	msg = vec_str(c, "message");
 	s64 = vec_str(c, "signature_b64");
-	assert_int_equal(sig_b64_decode(s64, strlen(s64), sig, sizeof(sig), &siglen), 0);
+	assert_int_equal(crypto_b64_decode(s64, strlen(s64), sig, sizeof(sig), &siglen), 0);
 	json_array_foreach(json_object_get(c, "cases"), i, cs)
 	{
 		const char *keyref = vec_str(cs, "key"), *p;
-		char serial[SIG_SERIAL_MAX], want_serial[SIG_SERIAL_MAX], path[256];
+		char serial[CRYPTO_SERIAL_MAX], want_serial[CRYPTO_SERIAL_MAX], path[256];
 		EVP_PKEY *pk;
 
 		snprintf(path, sizeof(path), WX "%s", keyref);
@@ -398,7 +398,7 @@ test_java_rsa_verifier_merchant_cert(void **state)
 			assert_int_equal(sscanf(p, "(serial %79[0-9A-F])", want_serial), 1);
 			assert_string_equal(serial, want_serial);
 		}
-		assert_int_equal(sig_rsa_sha256_verify(pk, (const uint8_t *)msg, strlen(msg), sig,
+		assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)msg, strlen(msg), sig,
 						       siglen),
 				 strcmp(vec_str(cs, "expect"), "valid") == 0 ? 0 : -1);
 		EVP_PKEY_free(pk);

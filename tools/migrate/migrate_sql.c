@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "db.h"
+#include "digest.h"
 #include "log.h"
-#include "sig.h"
 
 static int
 migrate_name_cmp(const void *a, const void *b)
@@ -165,7 +165,7 @@ migrate_sql(const struct conf *cf, const char *dir, struct migrate_result *res, 
 			snprintf(err, errlen, "cannot read %s", path);
 			goto done;
 		}
-		sig_sha256_hex(text, len, sum);
+		digest_sha256_hex(text, len, sum);
 		if (db_query(&db, "SELECT sha256 FROM schema_migrations WHERE version = ?", in, 1,
 			     out, 1, NULL, NULL, &rows) != DB_OK) {
 			snprintf(err, errlen, "schema_migrations: %s", db.last_error);

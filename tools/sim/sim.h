@@ -3,7 +3,7 @@
  *
  * paycb-sim behaves toward paycb-ingest as WeChat Pay APIv3, Alipay and Stripe do: it holds
  * the channels' private keys, creates orders the way a merchant's order service does, signs
- * notifications with ingest's own signing functions (ingest_notify.h), and delivers them
+ * notifications with the channel library's signing functions (chan/chan_notify.h), and delivers them
  * at least once on each channel's (compressed) retry schedule, with lost acknowledgements,
  * duplicates, out-of-order delivery and many connections. It then checks the database
  * against what each scenario must produce.
@@ -32,8 +32,8 @@
 #include <openssl/evp.h>
 
 #include "conf.h"
+#include "crypto.h"
 #include "db.h"
-#include "sig.h"
 
 /* Exit codes beyond the daemon ones (daemon.h): a checked expectation did not hold. */
 #define SIM_EXIT_MISMATCH 1
@@ -108,7 +108,7 @@ struct sim_merchant {
 	char mchid[40], app_id[40], order_key[64];
 	int has[SIM_NCH];
 	EVP_PKEY *wx_cert_key, *wx_pub_key, *ali_key;
-	char wx_serial[SIG_SERIAL_MAX + 1], wx_pubkey_id[80];
+	char wx_serial[CRYPTO_SERIAL_MAX + 1], wx_pubkey_id[80];
 	uint8_t apiv3[32];
 	uint8_t *stripe[2];
 	size_t stripe_len[2];

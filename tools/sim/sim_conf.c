@@ -258,7 +258,7 @@ load_priv(const char *dir, const char *id, const char *file, EVP_PKEY **out, cha
 	char path[SIM_PATH + 128];
 
 	snprintf(path, sizeof(path), "%s/%s/%s", dir, id, file);
-	return sig_load_privkey_file(path, out, err, errlen);
+	return crypto_load_privkey_file(path, out, err, errlen);
 }
 
 /* same_key - whether the private key priv belongs to the public key (or certificate) file. */
@@ -269,7 +269,7 @@ same_key(EVP_PKEY *priv, const char *pubfile)
 	char err[128];
 	int eq;
 
-	if (sig_load_pubkey_file(pubfile, &pub, err, sizeof(err)) != 0)
+	if (crypto_load_pubkey_file(pubfile, &pub, err, sizeof(err)) != 0)
 		return 0;
 	eq = EVP_PKEY_eq(priv, pub) == 1;
 	EVP_PKEY_free(pub);
@@ -297,7 +297,7 @@ load_wx(const struct conf_merchant *cm, const char *dir, struct sim_merchant *m,
 		const struct conf_wx_key *k = &cm->wxpay.keys[i];
 		int pubkey = k->serial != NULL && strncmp(k->serial, "PUB_KEY_ID_", 11) == 0;
 		EVP_PKEY **slot = pubkey ? &m->wx_pub_key : &m->wx_cert_key;
-		char serial[SIG_SERIAL_MAX + 1];
+		char serial[CRYPTO_SERIAL_MAX + 1];
 		EVP_PKEY *pub = NULL;
 
 		if (*slot != NULL)
@@ -316,7 +316,7 @@ load_wx(const struct conf_merchant *cm, const char *dir, struct sim_merchant *m,
 			snprintf(m->wx_pubkey_id, sizeof(m->wx_pubkey_id), "%s", k->serial);
 			continue;
 		}
-		if (sig_load_pubkey_file_serial(k->file, &pub, serial, sizeof(serial), err,
+		if (crypto_load_pubkey_file_serial(k->file, &pub, serial, sizeof(serial), err,
 		                                errlen) != 0)
 			goto done;
 		EVP_PKEY_free(pub);

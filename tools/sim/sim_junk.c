@@ -36,9 +36,9 @@ struct junk_run {
 	char ali_shaped[4096];
 };
 
-/* sig_b64 - a base64 string of n bytes' worth of 'A's (a signature's shape, never valid) */
+/* crypto_b64 - a base64 string of n bytes' worth of 'A's (a signature's shape, never valid) */
 static void
-sig_b64(char *out, size_t cap, size_t bytes)
+crypto_b64(char *out, size_t cap, size_t bytes)
 {
 	size_t chars = (bytes + 2) / 3 * 4, pads = (3 - bytes % 3) % 3;
 
@@ -59,7 +59,7 @@ junk_shaped(struct junk_run *j, struct sim_conn *c, unsigned k, long long now,
 
 	switch (k % 3) {
 	case 0:
-		sig_b64(sig, sizeof(sig), 256);
+		crypto_b64(sig, sizeof(sig), 256);
 		snprintf(hdr, sizeof(hdr),
 		         "Content-Type: application/json\r\nWechatpay-Timestamp: %lld\r\n"
 		         "Wechatpay-Nonce: n%u\r\nWechatpay-Serial: %s\r\n"
@@ -153,7 +153,7 @@ junk_shaped_init(struct junk_run *j, const struct conf *cf)
 			snprintf(j->wx_serial, sizeof(j->wx_serial), "%s", m->wxpay.keys[i].serial);
 	if (j->wx_serial[0] == '\0')
 		return -1;
-	sig_b64(sign, sizeof(sign), 256);
+	crypto_b64(sign, sizeof(sign), 256);
 	len = (size_t)snprintf(j->ali_shaped, sizeof(j->ali_shaped),
 	                       "app_id=%s&notify_type=trade_status_sync&notify_id=junk&charset=utf-8"
 	                       "&version=1.0&trade_status=TRADE_SUCCESS&total_amount=1.00"

@@ -5,8 +5,8 @@
  * payment_intent.succeeded, refund.created, charge.refunded and a refund's failure
  * (refund.failed, refund.updated, charge.refund.updated), live-mode events, a Connect
  * account's event and a Dashboard refund without metadata, with the fields the channels document
- * (docs/specs/channel-specs.md), signed by ingest's own signers (ingest_notify.h) so they
- * verify through exactly the code real traffic meets.
+ * (docs/specs/channel-specs.md), signed by the channel library's signers (chan/chan_notify.h) so
+ * they verify through exactly the code real traffic meets.
  *
  * A notification is signed once and re-sent byte for byte, as Alipay re-sends one notify_id.
  * A Stripe re-push carries a fresh Stripe-Signature timestamp, as Stripe signs each attempt;
@@ -17,25 +17,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ingest_notify.h"
+#include "chan_notify.h"
 #include "money.h"
 #include "sim.h"
 
 /* A re-push older than this is signed again (WeChat Pay's tolerance is 300 s). */
 #define SIM_RESIGN_AFTER_S 240
 
+/* sim_answer_ok - whether the channel takes the answer as received: its own rule, from the
+ * channel library's table (Alipay reads only the body, exactly "success"). */
 int
 sim_answer_ok(enum sim_ch ch, const struct sim_answer *a)
 {
-	switch (ch) {
-	case SIM_WX:
-		return a->status == 200 || a->status == 204;
-	case SIM_ALI:
-		/* Alipay reads only the body: exactly "success". */
-		return a->status == 200 && strcmp(a->body, "success") == 0;
-	default:
-		return a->status >= 200 && a->status <= 299;
-	}
+	int i = chan_notify_find(sim_ch_name(ch));
+
+	return i >= 0 && a->status > 0 &&
+	       chan_notify_table[i]->acknowledged((unsigned)a->status, a->body);
 }
 
 /* beijing - a time as Beijing local time in format (the channels' own clocks). */
@@ -97,24 +94,21 @@ sign_wx(const struct sim_merchant *m, const struct sim_note *n, time_t now, stru
 	int pub = (n->wx_pubkey && m->wx_pub_key != NULL) || m->wx_cert_key == NULL;
 	EVP_PKEY *key = pub ? m->wx_pub_key : m->wx_cert_key;
 	const char *serial = pub ? m->wx_pubkey_id : m->wx_serial;
-	char ts[24], nonce[40], *sig = NULL, *plain = wx_plaintext(m, n, now);
+	char *plain = wx_plaintext(m, n, now);
+	struct chan_signer s = {key, serial, m->apiv3, 32};
+	struct chan_sign_in in = {!n->refund                  ? "TRANSACTION.SUCCESS"
+	                          : n->rstatus == RS_ABNORMAL ? "REFUND.ABNORMAL"
+	                                                      : "REFUND.SUCCESS",
+	                          plain, now};
+	struct chan_signed out;
 	int rc = -1;
 
-	if (plain == NULL || wx_sign_notify(key, serial, m->apiv3,
-	                                    !n->refund                  ? "TRANSACTION.SUCCESS"
-	                                    : n->rstatus == RS_ABNORMAL ? "REFUND.ABNORMAL"
-	                                                                : "REFUND.SUCCESS",
-	                                    plain, now, &b->body, ts, nonce, &sig) != 0)
-		goto done;
-	b->len = strlen(b->body);
-	snprintf(b->headers, sizeof(b->headers),
-	         "Content-Type: application/json\r\nWechatpay-Timestamp: %s\r\n"
-	         "Wechatpay-Nonce: %s\r\nWechatpay-Signature: %s\r\nWechatpay-Serial: %s\r\n"
-	         "Wechatpay-Signature-Type: WECHATPAY2-SHA256-RSA2048\r\n",
-	         ts, nonce, sig, serial);
-	rc = 0;
-done:
-	free(sig);
+	if (plain != NULL && chan_notify_wx_ops.sign(&s, &in, &out) == 0) {
+		b->body = out.body;
+		b->len = out.len;
+		snprintf(b->headers, sizeof(b->headers), "%s", out.headers);
+		rc = 0;
+	}
 	free(plain);
 	return rc;
 }

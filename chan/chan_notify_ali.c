@@ -1,6 +1,7 @@
 /*
- * ingest_alipay - verification and parsing of Alipay async notifications (RSA2), and the
- * matching signer for the simulator and tests.
+ * chan_notify_ali - Alipay as a channel (chan_notify_ali_ops): verification and parsing of its
+ * async notifications (RSA2), its answers, its keys, and the matching signer for the
+ * simulator and tests.
  *
  * The body is form-decoded exactly once; the string to sign is built from the decoded bytes
  * ("V1": every parameter but sign and sign_type, sorted by name bytes, name=value joined by
@@ -11,7 +12,7 @@
  * that way, and the vectors' README expects them to verify. Node's re-insertion of a missing
  * sign_type is not copied. See docs/specs/channel-specs.md section 2.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -19,11 +20,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "conf.h"
+#include "crypto.h"
 #include "form.h"
 #include "money.h"
-#include "sig.h"
 
-#define ALI_SIGN_B64_MAX SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES)
+#define ALI_SIGN_B64_MAX CRYPTO_B64_ENCODED_LEN(CRYPTO_RSA_MAX_BYTES)
 /* Real notifications carry about 30 parameters; a body with many more is junk. */
 #define ALI_PARAMS_MAX 64
 
@@ -97,8 +99,8 @@ ali_verify_rule(const struct ali_merchant *m, const struct form *f, int keep_sig
 		return 0;
 	for (int i = 0; i < m->nkeys && i < 4 && !ok; i++)
 		if (m->keys[i] != NULL &&
-		    sig_rsa_sha256_verify(m->keys[i], (const uint8_t *)content, clen, sig,
-		                          siglen) == 0)
+		    crypto_rsa_sha256_verify(m->keys[i], (const uint8_t *)content, clen, sig,
+		                             siglen) == 0)
 			ok = 1;
 	free(content);
 	return ok;
@@ -282,7 +284,8 @@ ali_sign_bytes(const uint8_t *v, size_t vlen)
 		if (c == '%') {
 			int hi, lo;
 
-			if (i + 2 >= vlen || (hi = ali_hex(v[i + 1])) < 0 || (lo = ali_hex(v[i + 2])) < 0)
+			if (i + 2 >= vlen || (hi = ali_hex(v[i + 1])) < 0 ||
+			    (lo = ali_hex(v[i + 2])) < 0)
 				return -2;
 			c = hi * 16 + lo;
 			i += 2;
@@ -349,20 +352,15 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
                  char *reason, size_t rlen)
 {
 	const struct form_pair *sign, *stype, *charset, *app, *seller;
-	uint8_t sig[SIG_RSA_MAX_BYTES];
+	uint8_t sig[CRYPTO_RSA_MAX_BYTES];
 	struct form f;
 	char err[96];
 	size_t siglen;
 	int utf8;
 	enum verr e;
 
-	notify_init(out);
-	if (rlen > 0)
-		reason[0] = '\0';
-	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
-		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
-		return VERR_BODY;
-	}
+	if ((e = notify_begin(out, body, len, reason, rlen)) != VERR_OK)
+		return e;
 	if (form_decode(body, len, &f, err, sizeof(err)) != 0) {
 		snprintf(reason, rlen, "form body: %s", err);
 		/* A repeated name: which of the values was signed is a matter of reading. */
@@ -398,7 +396,7 @@ ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, 
 		goto done;
 	}
 	if (sign->vlen > ALI_SIGN_B64_MAX ||
-	    sig_b64_decode(sign->val, sign->vlen, sig, sizeof(sig), &siglen) != 0) {
+	    crypto_b64_decode(sign->val, sign->vlen, sig, sizeof(sig), &siglen) != 0) {
 		snprintf(reason, rlen, "sign is not base64 of an RSA signature");
 		goto done;
 	}
@@ -444,8 +442,9 @@ ali_sign_notify(EVP_PKEY *alipay_priv, const char *const *keys, const char *cons
 			goto done;
 	}
 	if (ali_sign_content(&f, 0, &content, &clen) != 0 ||
-	    sig_rsa_sha256_sign(alipay_priv, (const uint8_t *)content, clen, &sig, &siglen) != 0 ||
-	    (sig64 = sig_b64_encode_alloc(sig, siglen)) == NULL ||
+	    crypto_rsa_sha256_sign(alipay_priv, (const uint8_t *)content, clen, &sig, &siglen) !=
+	        0 ||
+	    (sig64 = crypto_b64_encode_alloc(sig, siglen)) == NULL ||
 	    form_add(&f, "sign_type", 9, "RSA2", 4) != 0 ||
 	    form_add(&f, "sign", 4, sig64, strlen(sig64)) != 0 ||
 	    (*form_body = form_encode(&f)) == NULL)
@@ -458,3 +457,109 @@ done:
 	form_free(&f);
 	return rc;
 }
+
+/* ---- the Alipay operations (struct chan_notify_ops) ----------------------------------- */
+
+static void
+ali_keys_free(void *keys)
+{
+	keys_ali_free(keys);
+	free(keys);
+}
+
+static int
+ali_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
+              size_t errlen)
+{
+	struct ali_merchant *m;
+
+	(void)cf;
+	*keys = NULL;
+	if (!cm->has_alipay)
+		return 0;
+	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
+		return -1;
+	snprintf(m->app_id, sizeof(m->app_id), "%s", cm->alipay.app_id);
+	snprintf(m->seller_id, sizeof(m->seller_id), "%s", cm->alipay.seller_id);
+	for (int k = 0; k < cm->alipay.public_key_files.n; k++)
+		if (keys_ali_add(m, cm->alipay.public_key_files.v[k], err, errlen) != 0)
+			return -1;
+	return 0;
+}
+
+static void
+ali_keys_describe(const void *keys, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "alipay_keys=%d", keys ? ((const struct ali_merchant *)keys)->nkeys : 0);
+}
+
+static enum verr
+ali_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
+{
+	return ali_precheck(keys, r->body, r->len, reason, rlen);
+}
+
+static enum verr
+ali_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
+              size_t rlen)
+{
+	return ali_verify_parse(keys, r->body, r->len, out, reason, rlen);
+}
+
+/* Alipay reads only the body: exactly "success", anything else re-sends. */
+static const char *
+ali_answer(int ok, const char *msg, char *body, size_t cap)
+{
+	(void)msg;
+	snprintf(body, cap, "%s", ok ? "success" : "fail");
+	return "text/plain";
+}
+
+static int
+ali_acknowledged(unsigned status, const char *body)
+{
+	return status == 200 && strcmp(body, "success") == 0;
+}
+
+/* ali_sign_op - in->content is the parameters without sign, form-encoded. */
+static int
+ali_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struct chan_signed *out)
+{
+	const char **kv = NULL;
+	struct form f = {0};
+	char err[128];
+	int rc = -1;
+
+	out->body = NULL;
+	if (form_decode((const uint8_t *)in->content, strlen(in->content), &f, err, sizeof(err)) !=
+	        0 ||
+	    (kv = calloc(2 * f.n + 1, sizeof(*kv))) == NULL)
+		goto done;
+	for (size_t i = 0; i < f.n; i++) {
+		kv[i] = f.pairs[i].key;
+		kv[f.n + i] = f.pairs[i].val;
+	}
+	if (ali_sign_notify(s->priv, kv, kv + f.n, f.n, &out->body) != 0)
+		goto done;
+	out->len = strlen(out->body);
+	snprintf(out->headers, sizeof(out->headers),
+	         "Content-Type: application/x-www-form-urlencoded; charset=utf-8\r\n");
+	rc = 0;
+done:
+	free(kv);
+	form_free(&f);
+	return rc;
+}
+
+const struct chan_notify_ops chan_notify_ali_ops = {
+    .name = "alipay",
+    .keys_load = ali_keys_load,
+    .keys_free = ali_keys_free,
+    .keys_describe = ali_keys_describe,
+    .precheck = ali_precheck_op,
+    .verify_parse = ali_verify_op,
+    .status = notify_status_plain,
+    .answer = ali_answer,
+    .acknowledged = ali_acknowledged,
+    .sign = ali_sign_op,
+};

@@ -1,14 +1,21 @@
 /*
- * ingest_notify - what the three channel verifiers share: the parsed notification, the
- * rejection reasons, the per-merchant key material, the verify/parse and signing entry points,
- * and key loading.
+ * chan_notify - the inbound half of the channel library: what a channel is to paycb, as one
+ * table of operations per channel (struct chan_notify_ops: its name, key loading, cheap
+ * precheck, verify and parse, its answers, and the signing the simulator and tests use), plus
+ * what the channels share: the parsed notification, the rejection reasons, the per-merchant
+ * key material and each channel's own entry points (for the vectors and the fuzzers).
+ *
+ * Files: chan_notify_table.c (the table and the lookup), chan_notify.c (the helpers the
+ * channels share), chan_notify_keys.c (key files), one chan_notify_<channel>.c per channel
+ * (its operations), and chan_notify_wx_sign.c (WeChat Pay's signer, which does not fit beside
+ * its verifier).
  *
  * A verifier takes the raw request (headers and body bytes exactly as received), checks its
  * authenticity first and only then parses it into a struct notify. Nothing here logs; the
  * caller logs the verr_name() label, the reason text, lengths and body hashes.
  */
-#ifndef PAYCB_INGEST_NOTIFY_H
-#define PAYCB_INGEST_NOTIFY_H
+#ifndef PAYCB_CHAN_NOTIFY_H
+#define PAYCB_CHAN_NOTIFY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,8 +23,11 @@
 
 #include <openssl/evp.h>
 
-struct form;   /* common/form.h */
-struct json_t; /* jansson */
+struct conf;          /* common/conf.h */
+struct conf_merchant; /* common/conf.h */
+struct cfg_strs;      /* common/cfg.h */
+struct form;          /* common/form.h */
+struct json_t;        /* jansson */
 
 /*
  * NOTIFY_UNROUTABLE: authentic, and a payment or refund, but not one this merchant can apply:
@@ -131,6 +141,87 @@ struct stripe_merchant {
 	int test_mode; /* livemode:false events are ours too */
 };
 
+/* One request as the HTTP front received it: headers and body bytes exactly as they came. */
+struct chan_req {
+	const struct http_hdr *hdrs;
+	size_t nhdrs;
+	const uint8_t *body;
+	size_t len;
+	time_t now; /* when it arrived, for the timestamp checks */
+};
+
+/*
+ * The key material a channel signs with, as the simulator and tests hold it: WeChat Pay's
+ * platform private key, key_id (the certificate serial or PUB_KEY_ID_...) and the 32-byte
+ * APIv3 key as secret; Alipay's private key; Stripe's endpoint secret.
+ */
+struct chan_signer {
+	EVP_PKEY *priv;
+	const char *key_id;
+	const uint8_t *secret;
+	size_t secret_len;
+};
+
+/*
+ * What to sign, in the channel's own terms: WeChat Pay's event type and the resource's
+ * plaintext JSON; Alipay's parameters without sign, form-encoded; Stripe's event JSON.
+ * content is NUL-terminated.
+ */
+struct chan_sign_in {
+	const char *event_type; /* WeChat Pay only */
+	const char *content;
+	time_t ts;
+};
+
+/* A signed notification: a new body (free it) and the header lines ("Name: value\r\n"). */
+#define CHAN_SIGNED_HEADERS_MAX 1024
+struct chan_signed {
+	char *body;
+	size_t len;
+	char headers[CHAN_SIGNED_HEADERS_MAX];
+};
+
+/*
+ * What paycb knows of one channel's notifications. keys is what keys_load made for one
+ * merchant (a struct wx_merchant, ali_merchant, stripe_merchant). Adding a channel is one
+ * chan_notify_<channel>.c defining one of these, its line in chan_notify_table.c, and its
+ * extern and CHAN_NOTIFY_COUNT below.
+ */
+struct chan_notify_ops {
+	const char *name; /* the URL segment, the channel column, the metrics label */
+	/* A merchant's keys from the configuration: *keys stays NULL when cm does not use the
+	 * channel; err names the file and the problem, never a secret. After a failure *keys
+	 * may hold what was loaded so far: the caller frees it with keys_free either way. */
+	int (*keys_load)(const struct conf *cf, const struct conf_merchant *cm, void **keys,
+	                 char *err, size_t errlen);
+	void (*keys_free)(void *keys); /* wipes the secrets; NULL is a no-op */
+	/* "label=count ..." of what keys holds, for the keys_loaded log line; keys may be NULL. */
+	void (*keys_describe)(const void *keys, char *buf, size_t cap);
+	/* The cheap checks of a complete request (see wx_precheck) and the full verification. */
+	enum verr (*precheck)(const void *keys, const struct chan_req *req, char *reason,
+	                      size_t rlen);
+	enum verr (*verify_parse)(const void *keys, const struct chan_req *req, struct notify *out,
+	                          char *reason, size_t rlen);
+	/* The HTTP status of a success (ok) or of a rejection for ve. */
+	unsigned (*status)(int ok, enum verr ve);
+	/* Writes the answer's body (success, or a failure labelled msg); returns its type. */
+	const char *(*answer)(int ok, const char *msg, char *body, size_t cap);
+	/* Whether the channel takes an answer as received (the simulator's side of answer). */
+	int (*acknowledged)(unsigned status, const char *body);
+	/* Signs as the channel does; 0 or -1. */
+	int (*sign)(const struct chan_signer *s, const struct chan_sign_in *in,
+	            struct chan_signed *out);
+};
+
+#define CHAN_NOTIFY_COUNT 3
+/* Every channel, in the order of their metrics and log labels. */
+extern const struct chan_notify_ops *const chan_notify_table[CHAN_NOTIFY_COUNT];
+extern const struct chan_notify_ops chan_notify_wx_ops, chan_notify_ali_ops, chan_notify_stripe_ops;
+/* The index in chan_notify_table of the channel called name, or -1. */
+int chan_notify_find(const char *name);
+/* The name of entry i of the table, "unknown" out of range. */
+const char *chan_notify_name(int i);
+
 /*
  * Each verifies the raw body and headers, then parses it into *out. reason gets a short human
  * message (never a secret, never body content beyond field names). On any result other than
@@ -204,16 +295,21 @@ int keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_
 int keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_t errlen);
 int keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
 int keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
-/* Free every key and wipe every secret; the struct is zeroed and may be reused. */
+/* Free every key and wipe every secret; the struct is zeroed and may be reused. NULL is a
+ * no-op. */
 void keys_wx_free(struct wx_merchant *m);
 void keys_ali_free(struct ali_merchant *m);
 void keys_stripe_free(struct stripe_merchant *m);
 
 /*
- * Helpers shared by the channel parsers (defined in ingest_keys.c). Each enum verr helper
+ * Helpers shared by the channel parsers (defined in chan_notify.c). Each enum verr helper
  * writes reason itself; path/key name the field in messages ("amount" "total").
  */
 void notify_init(struct notify *n);
+/* The start of every verify_parse: *n initialised, reason emptied, and VERR_BODY for a body
+ * that is missing or larger than NOTIFY_BODY_MAX. */
+enum verr notify_begin(struct notify *n, const uint8_t *body, size_t len, char *reason,
+                       size_t rlen);
 /* Marks n unroutable for reason why (a short label); returns VERR_OK. */
 enum verr notify_unroutable(struct notify *n, const char *why);
 /* Whether s is one of the n entries of list (each cap bytes). */
@@ -230,5 +326,13 @@ enum verr notify_currency(const char *code, char dst[4], char *reason, size_t rl
  * value with surrounding spaces and tabs trimmed. */
 int notify_header(const struct http_hdr *h, size_t n, const char *name, const char **val,
                   size_t *vlen);
+/* 200 for a success, 400 for any rejection: the status of every channel that reads no more. */
+unsigned notify_status_plain(int ok, enum verr ve);
+/* A zeroed key struct of size bytes for a keys_load, or NULL with err set. */
+void *notify_keys_alloc(size_t size, char *err, size_t errlen);
+/* A configured list into a verifier's table of at most NOTIFY_LIST_MAX entries of cap bytes. */
+void notify_list_copy(char *dst, size_t cap, int *n, const struct cfg_strs *src);
+/* wx_sign_notify's signature as the WeChat Pay operation (chan_notify_wx_sign.c). */
+int wx_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struct chan_signed *out);
 
 #endif

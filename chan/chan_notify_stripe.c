@@ -1,6 +1,7 @@
 /*
- * ingest_stripe - verification and parsing of Stripe webhook events, and the matching
- * Stripe-Signature signer for the simulator and tests.
+ * chan_notify_stripe - Stripe as a channel (chan_notify_stripe_ops): verification and parsing
+ * of its webhook events, its answers, its endpoint secrets, and the matching Stripe-Signature
+ * signer for the simulator and tests.
  *
  * The header is "t=<unix>,v1=<hex>[,v1=<hex>...]" plus keys we ignore (v0, unknown ones). The
  * MAC is HMAC-SHA256(endpoint secret as given, "<t>.<raw body>"), compared in constant time
@@ -10,14 +11,16 @@
  * decoded before comparing, as stripe-go does, so upper-case hex is accepted. See
  * docs/specs/channel-specs.md section 3.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
-#include "sig.h"
+#include "conf.h"
+#include "crypto.h"
 
 #define STRIPE_HEADER_MAX 4096
 #define STRIPE_V1_MAX     8
@@ -26,7 +29,7 @@
 struct stripe_hdr {
 	int64_t t;
 	int have_t;
-	uint8_t v1[STRIPE_V1_MAX][SIG_SHA256_LEN];
+	uint8_t v1[STRIPE_V1_MAX][CRYPTO_SHA256_LEN];
 	int nv1;
 };
 
@@ -71,8 +74,9 @@ stripe_header(const char *s, size_t n, struct stripe_hdr *h, char *reason, size_
 		} else if (klen == 2 && item[0] == 'v' && item[1] == '1') {
 			size_t dlen;
 
-			if (h->nv1 >= STRIPE_V1_MAX || vlen != 2 * SIG_SHA256_LEN ||
-			    sig_hex_decode(val, vlen, h->v1[h->nv1], SIG_SHA256_LEN, &dlen) != 0) {
+			if (h->nv1 >= STRIPE_V1_MAX || vlen != 2 * CRYPTO_SHA256_LEN ||
+			    crypto_hex_decode(val, vlen, h->v1[h->nv1], CRYPTO_SHA256_LEN, &dlen) !=
+			        0) {
 				snprintf(reason, rlen, "Stripe-Signature v1 malformed or too many");
 				return VERR_HEADER;
 			}
@@ -285,17 +289,15 @@ stripe_parse(const struct stripe_merchant *m, const json_t *ev, struct notify *o
 	return stripe_order(obj, key, NULL, out, reason, rlen);
 }
 
-enum verr
-stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t rlen)
+/* stripe_read_header - the one Stripe-Signature header, parsed into *h. */
+static enum verr
+stripe_read_header(const struct http_hdr *hdrs, size_t nhdrs, struct stripe_hdr *h, char *reason,
+                   size_t rlen)
 {
-	struct stripe_hdr h;
 	const char *v;
 	size_t vlen;
 	int count;
 
-	if (rlen > 0)
-		reason[0] = '\0';
-	/* The same header checks, with the same verdicts, as stripe_verify_parse. */
 	if ((count = notify_header(hdrs, nhdrs, "Stripe-Signature", &v, &vlen)) != 1 || vlen == 0 ||
 	    vlen > STRIPE_HEADER_MAX) {
 		snprintf(reason, rlen, "%s Stripe-Signature header",
@@ -304,7 +306,18 @@ stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t 
 		                                   : "oversized");
 		return VERR_HEADER;
 	}
-	return stripe_header(v, vlen, &h, reason, rlen);
+	return stripe_header(v, vlen, h, reason, rlen);
+}
+
+enum verr
+stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t rlen)
+{
+	struct stripe_hdr h;
+
+	if (rlen > 0)
+		reason[0] = '\0';
+	/* The same header checks, with the same verdicts, as stripe_verify_parse. */
+	return stripe_read_header(hdrs, nhdrs, &h, reason, rlen);
 }
 
 enum verr
@@ -313,42 +326,27 @@ stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs
                     size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
-	uint8_t mac[SIG_SHA256_LEN];
+	uint8_t mac[CRYPTO_SHA256_LEN];
 	struct stripe_hdr h;
-	struct sig_part parts[2];
+	struct crypto_part parts[2];
 	char tstr[24];
-	const char *v;
-	size_t vlen;
 	json_t *ev = NULL;
-	int count, match = 0;
+	int match = 0;
 	enum verr e;
 
-	notify_init(out);
-	if (rlen > 0)
-		reason[0] = '\0';
-	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
-		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
-		return VERR_BODY;
-	}
-	if ((count = notify_header(hdrs, nhdrs, "Stripe-Signature", &v, &vlen)) != 1 || vlen == 0 ||
-	    vlen > STRIPE_HEADER_MAX) {
-		snprintf(reason, rlen, "%s Stripe-Signature header",
-		         count > 1                 ? "duplicated"
-		         : count == 0 || vlen == 0 ? "missing"
-		                                   : "oversized");
-		return VERR_HEADER;
-	}
-	if ((e = stripe_header(v, vlen, &h, reason, rlen)) != VERR_OK)
+	if ((e = notify_begin(out, body, len, reason, rlen)) != VERR_OK)
+		return e;
+	if ((e = stripe_read_header(hdrs, nhdrs, &h, reason, rlen)) != VERR_OK)
 		return e;
 	/* The SDKs sign the re-printed integer, so "t=0170..." would not match them either. */
 	snprintf(tstr, sizeof(tstr), "%lld.", (long long)h.t);
-	parts[0] = (struct sig_part){tstr, strlen(tstr)};
-	parts[1] = (struct sig_part){body, len};
+	parts[0] = (struct crypto_part){tstr, strlen(tstr)};
+	parts[1] = (struct crypto_part){body, len};
 	for (int s = 0; s < m->nsecrets && s < 4; s++) {
-		if (sig_hmac_sha256v(m->secrets[s].bytes, m->secrets[s].len, parts, 2, mac) != 0)
+		if (crypto_hmac_sha256v(m->secrets[s].bytes, m->secrets[s].len, parts, 2, mac) != 0)
 			continue;
 		for (int i = 0; i < h.nv1; i++)
-			match |= sig_ct_equal(mac, h.v1[i], SIG_SHA256_LEN);
+			match |= crypto_ct_equal(mac, h.v1[i], CRYPTO_SHA256_LEN);
 	}
 	if (!match) {
 		snprintf(reason, rlen, "no v1 signature matches");
@@ -378,19 +376,126 @@ int
 stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen, time_t t,
                    char *hdr, size_t hlen)
 {
-	uint8_t mac[SIG_SHA256_LEN];
-	char tstr[24], hex[2 * SIG_SHA256_LEN + 1];
-	struct sig_part parts[2];
+	uint8_t mac[CRYPTO_SHA256_LEN];
+	char tstr[24], hex[2 * CRYPTO_SHA256_LEN + 1];
+	struct crypto_part parts[2];
 	int n;
 
 	if (t < 0 || (body == NULL && blen > 0) || hdr == NULL)
 		return -1;
 	snprintf(tstr, sizeof(tstr), "%lld.", (long long)t);
-	parts[0] = (struct sig_part){tstr, strlen(tstr)};
-	parts[1] = (struct sig_part){body, blen};
-	if (sig_hmac_sha256v(secret, len, parts, 2, mac) != 0 ||
-	    sig_hex_encode(mac, sizeof(mac), hex, sizeof(hex)) != 0)
+	parts[0] = (struct crypto_part){tstr, strlen(tstr)};
+	parts[1] = (struct crypto_part){body, blen};
+	if (crypto_hmac_sha256v(secret, len, parts, 2, mac) != 0 ||
+	    crypto_hex_encode(mac, sizeof(mac), hex, sizeof(hex)) != 0)
 		return -1;
 	n = snprintf(hdr, hlen, "t=%lld,v1=%s", (long long)t, hex);
 	return n < 0 || (size_t)n >= hlen ? -1 : 0;
 }
+
+/* ---- the Stripe operations (struct chan_notify_ops) ----------------------------------- */
+
+static void
+stripe_keys_free(void *keys)
+{
+	keys_stripe_free(keys);
+	free(keys);
+}
+
+static int
+stripe_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
+                 size_t errlen)
+{
+	struct stripe_merchant *m;
+
+	*keys = NULL;
+	if (!cm->has_stripe)
+		return 0;
+	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
+		return -1;
+	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
+	snprintf(m->order_key, sizeof(m->order_key), "%s", cm->stripe.order_metadata_key);
+	notify_list_copy(m->accounts[0], sizeof(m->accounts[0]), &m->naccounts,
+	                 &cm->stripe.connect_accounts);
+	m->test_mode = cm->stripe.test_mode;
+	for (int k = 0; k < cm->stripe.secret_files.n; k++)
+		if (keys_stripe_add(m, cm->stripe.secret_files.v[k], err, errlen) != 0)
+			return -1;
+	return 0;
+}
+
+static void
+stripe_keys_describe(const void *keys, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "stripe_secrets=%d",
+	         keys ? ((const struct stripe_merchant *)keys)->nsecrets : 0);
+}
+
+static enum verr
+stripe_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
+{
+	(void)keys;
+	return stripe_precheck(r->hdrs, r->nhdrs, reason, rlen);
+}
+
+static enum verr
+stripe_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
+                 size_t rlen)
+{
+	return stripe_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out, reason,
+	                           rlen);
+}
+
+/* Stripe takes any 2xx as delivered. */
+static int
+stripe_acknowledged(unsigned status, const char *body)
+{
+	(void)body;
+	return status >= 200 && status <= 299;
+}
+
+static const char *
+stripe_answer(int ok, const char *msg, char *body, size_t cap)
+{
+	if (ok)
+		snprintf(body, cap, "{\"received\":true}");
+	else
+		snprintf(body, cap, "{\"error\":\"%s\"}", msg);
+	return "application/json";
+}
+
+/* stripe_sign_op - in->content is the event's JSON, sent as it is. */
+static int
+stripe_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struct chan_signed *out)
+{
+	char hdr[256];
+	int n;
+
+	out->len = strlen(in->content);
+	if (stripe_sign_header(s->secret, s->secret_len, (const uint8_t *)in->content, out->len,
+	                       in->ts, hdr, sizeof(hdr)) != 0 ||
+	    (out->body = strdup(in->content)) == NULL)
+		return -1;
+	n = snprintf(out->headers, sizeof(out->headers),
+	             "Content-Type: application/json; charset=utf-8\r\nStripe-Signature: %s\r\n",
+	             hdr);
+	if (n < 0 || (size_t)n >= sizeof(out->headers)) {
+		free(out->body);
+		out->body = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+const struct chan_notify_ops chan_notify_stripe_ops = {
+    .name = "stripe",
+    .keys_load = stripe_keys_load,
+    .keys_free = stripe_keys_free,
+    .keys_describe = stripe_keys_describe,
+    .precheck = stripe_precheck_op,
+    .verify_parse = stripe_verify_op,
+    .status = notify_status_plain,
+    .answer = stripe_answer,
+    .acknowledged = stripe_acknowledged,
+    .sign = stripe_sign_op,
+};

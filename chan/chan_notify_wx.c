@@ -1,6 +1,7 @@
 /*
- * ingest_wxpay - verification and parsing of WeChat Pay APIv3 notifications, and the
- * matching signer for the simulator and tests.
+ * chan_notify_wx - WeChat Pay APIv3 as a channel (chan_notify_wx_ops): verification and
+ * parsing of its notifications, its answers and its keys; the matching signer for the
+ * simulator and tests is chan_notify_wx_sign.c.
  *
  * Order of checks: the four Wechatpay-* headers (each exactly once), the timestamp against an
  * injected clock (|now - ts| >= tolerance is rejected, past or future, as wechatpay-go does),
@@ -8,7 +9,7 @@
  * and only then JSON parsing, AEAD_AES_256_GCM decryption of the resource and parsing of the
  * plaintext. See docs/specs/channel-specs.md section 1.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +17,9 @@
 
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 
-#include "sig.h"
+#include "conf.h"
+#include "crypto.h"
 
 #define WX_SIGNATURE_TYPE "WECHATPAY2-SHA256-RSA2048"
 #define WX_ALGORITHM      "AEAD_AES_256_GCM"
@@ -123,7 +124,7 @@ wx_find_key(const struct wx_merchant *m, const char *serial, size_t len)
 		    strncmp(k->serial, "PUB_KEY_ID_", 11) == 0) {
 			if (strcmp(s, k->serial) == 0)
 				return k;
-		} else if (sig_serial_equal(s, k->serial)) {
+		} else if (crypto_serial_equal(s, k->serial)) {
 			return k;
 		}
 	}
@@ -141,13 +142,13 @@ wx_gcm_open(const struct wx_merchant *m, const uint8_t *nonce, size_t noncelen, 
 {
 	size_t cap = *outlen;
 
-	if (sig_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, nonce, noncelen, aad, aadlen, raw,
-	                        rawlen, out, outlen) == 0)
+	if (crypto_aes_gcm_decrypt(m->apiv3_key, m->apiv3_key_len, nonce, noncelen, aad, aadlen,
+	                           raw, rawlen, out, outlen) == 0)
 		return 1;
 	*outlen = cap;
 	return m->apiv3_prev_len != 0 &&
-	       sig_aes_gcm_decrypt(m->apiv3_prev, m->apiv3_prev_len, nonce, noncelen, aad, aadlen,
-	                           raw, rawlen, out, outlen) == 0;
+	       crypto_aes_gcm_decrypt(m->apiv3_prev, m->apiv3_prev_len, nonce, noncelen, aad,
+	                              aadlen, raw, rawlen, out, outlen) == 0;
 }
 
 /* wx_open - decrypts envelope.resource into a new NUL-terminated buffer. */
@@ -196,17 +197,17 @@ wx_open(const struct wx_merchant *m, const json_t *env, uint8_t **plain, size_t 
 		snprintf(reason, rlen, "resource.nonce is not %d bytes", WX_GCM_NONCE_LEN);
 		return VERR_DECRYPT;
 	}
-	if ((raw = malloc(SIG_B64_DECODED_MAX(ctlen) + 1)) == NULL) {
+	if ((raw = malloc(CRYPTO_B64_DECODED_MAX(ctlen) + 1)) == NULL) {
 		snprintf(reason, rlen, "out of memory");
 		return VERR_DECRYPT;
 	}
 	e = VERR_DECRYPT;
-	if (sig_b64_decode(ct, ctlen, raw, SIG_B64_DECODED_MAX(ctlen), &rawlen) != 0 ||
-	    rawlen < SIG_GCM_TAG_LEN) {
+	if (crypto_b64_decode(ct, ctlen, raw, CRYPTO_B64_DECODED_MAX(ctlen), &rawlen) != 0 ||
+	    rawlen < CRYPTO_GCM_TAG_LEN) {
 		snprintf(reason, rlen, "resource.ciphertext is not base64 of ciphertext and tag");
 		goto done;
 	}
-	outlen = rawlen - SIG_GCM_TAG_LEN;
+	outlen = rawlen - CRYPTO_GCM_TAG_LEN;
 	if ((out = malloc(outlen + 1)) == NULL) {
 		snprintf(reason, rlen, "out of memory");
 		goto done;
@@ -341,6 +342,25 @@ done:
 	return e;
 }
 
+/* wx_fresh - the four headers, and a timestamp within tol seconds of now, past or future. */
+static enum verr
+wx_fresh(const struct http_hdr *h, size_t nhdrs, time_t now, int tol, struct wx_hdrs *w,
+         char *reason, size_t rlen)
+{
+	int64_t skew;
+	enum verr e;
+
+	if ((e = wx_headers(h, nhdrs, w, reason, rlen)) != VERR_OK)
+		return e;
+	skew = (int64_t)now > w->t ? (int64_t)now - w->t : w->t - (int64_t)now;
+	if (skew >= tol) {
+		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
+		         (long long)skew, tol);
+		return VERR_TIMESTAMP;
+	}
+	return VERR_OK;
+}
+
 enum verr
 wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs, time_t now,
             char *reason, size_t rlen)
@@ -348,26 +368,19 @@ wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
 	const struct wx_key *key;
 	struct wx_hdrs w;
-	int64_t skew;
 	enum verr e;
 
 	if (rlen > 0)
 		reason[0] = '\0';
 	/* The same checks, in the same order and with the same verdicts, as wx_verify_parse. */
-	if ((e = wx_headers(h, nhdrs, &w, reason, rlen)) != VERR_OK)
+	if ((e = wx_fresh(h, nhdrs, now, tol, &w, reason, rlen)) != VERR_OK)
 		return e;
-	skew = (int64_t)now > w.t ? (int64_t)now - w.t : w.t - (int64_t)now;
-	if (skew >= tol) {
-		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
-		         (long long)skew, tol);
-		return VERR_TIMESTAMP;
-	}
 	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
 		snprintf(reason, rlen, "no key for this Wechatpay-Serial");
 		return VERR_SERIAL;
 	}
 	/* A signature of another length cannot verify with this key. */
-	if (w.siglen != SIG_B64_ENCODED_LEN((size_t)EVP_PKEY_get_size(key->pkey))) {
+	if (w.siglen != CRYPTO_B64_ENCODED_LEN((size_t)EVP_PKEY_get_size(key->pkey))) {
 		snprintf(reason, rlen, "Wechatpay-Signature is not the length of the key's");
 		return VERR_SIGNATURE;
 	}
@@ -380,48 +393,36 @@ wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nh
                 size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
-	uint8_t sig[SIG_RSA_MAX_BYTES], *plain = NULL;
+	uint8_t sig[CRYPTO_RSA_MAX_BYTES], *plain = NULL;
 	const struct wx_key *key;
-	struct sig_part parts[6];
+	struct crypto_part parts[6];
 	struct wx_hdrs w;
 	size_t siglen, plen = 0;
-	int64_t skew;
 	json_t *env = NULL;
 	enum verr e;
 
-	notify_init(out);
-	if (rlen > 0)
-		reason[0] = '\0';
-	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
-		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
-		return VERR_BODY;
-	}
-	if ((e = wx_headers(h, nhdrs, &w, reason, rlen)) != VERR_OK)
+	if ((e = notify_begin(out, body, len, reason, rlen)) != VERR_OK)
 		return e;
-	skew = (int64_t)now > w.t ? (int64_t)now - w.t : w.t - (int64_t)now;
-	if (skew >= tol) {
-		snprintf(reason, rlen, "Wechatpay-Timestamp %lld s from now, tolerance %d s",
-		         (long long)skew, tol);
-		return VERR_TIMESTAMP;
-	}
+	if ((e = wx_fresh(h, nhdrs, now, tol, &w, reason, rlen)) != VERR_OK)
+		return e;
 	out->valid_from = w.t - tol + 1;
 	out->valid_to = w.t + tol - 1;
 	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
 		snprintf(reason, rlen, "no key for this Wechatpay-Serial");
 		return VERR_SERIAL;
 	}
-	if (w.siglen > SIG_B64_ENCODED_LEN(SIG_RSA_MAX_BYTES) ||
-	    sig_b64_decode(w.sig, w.siglen, sig, sizeof(sig), &siglen) != 0) {
+	if (w.siglen > CRYPTO_B64_ENCODED_LEN(CRYPTO_RSA_MAX_BYTES) ||
+	    crypto_b64_decode(w.sig, w.siglen, sig, sizeof(sig), &siglen) != 0) {
 		snprintf(reason, rlen, "Wechatpay-Signature is not base64 of an RSA signature");
 		return VERR_SIGNATURE;
 	}
-	parts[0] = (struct sig_part){w.ts, w.tslen};
-	parts[1] = (struct sig_part){"\n", 1};
-	parts[2] = (struct sig_part){w.nonce, w.noncelen};
-	parts[3] = (struct sig_part){"\n", 1};
-	parts[4] = (struct sig_part){body, len};
-	parts[5] = (struct sig_part){"\n", 1};
-	if (sig_rsa_sha256_verifyv(key->pkey, parts, 6, sig, siglen) != 0) {
+	parts[0] = (struct crypto_part){w.ts, w.tslen};
+	parts[1] = (struct crypto_part){"\n", 1};
+	parts[2] = (struct crypto_part){w.nonce, w.noncelen};
+	parts[3] = (struct crypto_part){"\n", 1};
+	parts[4] = (struct crypto_part){body, len};
+	parts[5] = (struct crypto_part){"\n", 1};
+	if (crypto_rsa_sha256_verifyv(key->pkey, parts, 6, sig, siglen) != 0) {
 		snprintf(reason, rlen, "signature does not verify");
 		return VERR_SIGNATURE;
 	}
@@ -450,90 +451,102 @@ done:
 	return e;
 }
 
-/* wx_random_text - n random letters and digits plus a NUL, for nonces and ids. */
-static int
-wx_random_text(char *out, size_t n)
-{
-	static const char alnum[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz";
-	unsigned char r[64];
+/* ---- the WeChat Pay operations (struct chan_notify_ops) ------------------------------- */
 
-	if (n > sizeof(r) || RAND_bytes(r, (int)n) != 1)
+static void
+wx_keys_free(void *keys)
+{
+	keys_wx_free(keys);
+	free(keys);
+}
+
+static int
+wx_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
+             size_t errlen)
+{
+	const char *prev = cm->wxpay.apiv3_previous_key_file;
+	struct wx_merchant *m;
+
+	*keys = NULL;
+	if (!cm->has_wxpay)
+		return 0;
+	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		out[i] = alnum[r[i] % (sizeof(alnum) - 1)];
-	out[n] = '\0';
+	snprintf(m->mchid, sizeof(m->mchid), "%s", cm->wxpay.mchid);
+	snprintf(m->sp_mchid, sizeof(m->sp_mchid), "%s", cm->wxpay.sp_mchid);
+	notify_list_copy(m->sub_mchids[0], sizeof(m->sub_mchids[0]), &m->nsub_mchids,
+	                 &cm->wxpay.sub_mchids);
+	notify_list_copy(m->appids[0], sizeof(m->appids[0]), &m->nappids, &cm->wxpay.appids);
+	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
+	if (keys_wx_apiv3_load(m, cm->wxpay.apiv3_key_file, err, errlen) != 0 ||
+	    (prev != NULL && prev[0] != '\0' && keys_wx_apiv3_previous(m, prev, err, errlen) != 0))
+		return -1;
+	for (int k = 0; k < cm->wxpay.nkeys; k++) {
+		const char *id = cm->wxpay.keys[k].serial;
+		if (keys_wx_add(m, cm->wxpay.keys[k].file, id[0] ? id : NULL, err, errlen) != 0)
+			return -1;
+	}
 	return 0;
 }
 
-int
-wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
-               const char *event_type, const char *resource_plaintext_json, time_t ts, char **body,
-               char hdr_timestamp[24], char hdr_nonce[40], char **hdr_signature)
+static void
+wx_keys_describe(const void *keys, char *buf, size_t cap)
 {
-	int refund = event_type != NULL && strncmp(event_type, "REFUND.", 7) == 0;
-	const char *otype = refund ? "refund" : "transaction";
-	const char *summary = strcmp(event_type ? event_type : "", "TRANSACTION.SUCCESS") == 0
-	                          ? "\xe6\x94\xaf\xe4\xbb\x98\xe6\x88\x90\xe5\x8a\x9f"
-	                      : refund ? "\xe9\x80\x80\xe6\xac\xbe\xe9\x80\x9a\xe7\x9f\xa5"
-	                               : "notification";
-	char gcm_nonce[WX_GCM_NONCE_LEN + 1], id[40], created[40];
-	size_t ptlen, ctlen, siglen;
-	uint8_t *ct = NULL, *sig = NULL;
-	char *ct64 = NULL, *text = NULL;
-	struct sig_part parts[6];
-	json_t *env = NULL;
-	time_t local;
-	struct tm tm;
-	int rc = -1;
+	const struct wx_merchant *m = keys;
 
-	*body = NULL;
-	*hdr_signature = NULL;
-	if (platform_priv == NULL || serial == NULL || serial[0] == '\0' || apiv3_key == NULL ||
-	    event_type == NULL || resource_plaintext_json == NULL || ts < 0)
-		return -1;
-	ptlen = strlen(resource_plaintext_json);
-	ctlen = ptlen + SIG_GCM_TAG_LEN;
-	/* The ids and create_time follow WeChat's shape: "EV-..." and RFC 3339 in UTC+8. */
-	local = ts + 8 * 3600;
-	if (gmtime_r(&local, &tm) == NULL ||
-	    strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%S+08:00", &tm) == 0)
-		goto done;
-	memcpy(id, "EV-", 3);
-	if (wx_random_text(id + 3, 24) != 0 || wx_random_text(gcm_nonce, WX_GCM_NONCE_LEN) != 0 ||
-	    wx_random_text(hdr_nonce, 32) != 0)
-		goto done;
-	if ((ct = malloc(ctlen)) == NULL ||
-	    sig_aes_gcm_encrypt(apiv3_key, 32, (const uint8_t *)gcm_nonce, WX_GCM_NONCE_LEN,
-	                        (const uint8_t *)otype, strlen(otype),
-	                        (const uint8_t *)resource_plaintext_json, ptlen, ct, &ctlen) != 0 ||
-	    (ct64 = sig_b64_encode_alloc(ct, ctlen)) == NULL)
-		goto done;
-	env = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s, s:s}}", "id", id,
-	                "create_time", created, "resource_type", "encrypt-resource", "event_type",
-	                event_type, "summary", summary, "resource", "original_type", otype,
-	                "algorithm", WX_ALGORITHM, "ciphertext", ct64, "associated_data", otype,
-	                "nonce", gcm_nonce);
-	if (env == NULL || (text = json_dumps(env, JSON_COMPACT)) == NULL)
-		goto done;
-	snprintf(hdr_timestamp, 24, "%lld", (long long)ts);
-	parts[0] = (struct sig_part){hdr_timestamp, strlen(hdr_timestamp)};
-	parts[1] = (struct sig_part){"\n", 1};
-	parts[2] = (struct sig_part){hdr_nonce, strlen(hdr_nonce)};
-	parts[3] = (struct sig_part){"\n", 1};
-	parts[4] = (struct sig_part){text, strlen(text)};
-	parts[5] = (struct sig_part){"\n", 1};
-	if (sig_rsa_sha256_signv(platform_priv, parts, 6, &sig, &siglen) != 0 ||
-	    (*hdr_signature = sig_b64_encode_alloc(sig, siglen)) == NULL)
-		goto done;
-	*body = text;
-	text = NULL;
-	rc = 0;
-done:
-	free(ct);
-	free(ct64);
-	free(sig);
-	free(text);
-	json_decref(env);
-	return rc;
+	snprintf(buf, cap, "wxpay_keys=%d apiv3_keys=%d", m ? m->nkeys : 0,
+	         m ? (m->apiv3_key_len != 0) + (m->apiv3_prev_len != 0) : 0);
 }
+
+static enum verr
+wx_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
+{
+	return wx_precheck(keys, r->hdrs, r->nhdrs, r->now, reason, rlen);
+}
+
+static enum verr
+wx_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
+             size_t rlen)
+{
+	return wx_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out, reason, rlen);
+}
+
+/* WeChat Pay wants 200 or 204 on success, 4xx/5xx with a FAIL object otherwise; 401 says the
+ * signature, key or time was wrong. */
+static unsigned
+wx_status(int ok, enum verr ve)
+{
+	if (ok)
+		return 204;
+	return ve == VERR_SIGNATURE || ve == VERR_SERIAL || ve == VERR_TIMESTAMP ? 401 : 400;
+}
+
+static const char *
+wx_answer(int ok, const char *msg, char *body, size_t cap)
+{
+	if (ok)
+		body[0] = '\0';
+	else
+		snprintf(body, cap, "{\"code\":\"FAIL\",\"message\":\"%s\"}", msg);
+	return "application/json";
+}
+
+static int
+wx_acknowledged(unsigned status, const char *body)
+{
+	(void)body;
+	return status == 200 || status == 204;
+}
+
+const struct chan_notify_ops chan_notify_wx_ops = {
+    .name = "wxpay",
+    .keys_load = wx_keys_load,
+    .keys_free = wx_keys_free,
+    .keys_describe = wx_keys_describe,
+    .precheck = wx_precheck_op,
+    .verify_parse = wx_verify_op,
+    .status = wx_status,
+    .answer = wx_answer,
+    .acknowledged = wx_acknowledged,
+    .sign = wx_sign_op,
+};

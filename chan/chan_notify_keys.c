@@ -1,11 +1,11 @@
 /*
- * ingest_keys - loading of per-merchant key material from files (the helpers the channel
- * parsers share are in ingest_notify.c).
+ * chan_notify_keys - loading of per-merchant key material from files (the helpers the channel
+ * parsers share are in chan_notify.c).
  *
  * Key and secret files are read with a size bound and never echoed: error messages name the
  * file and the problem only. Secrets are wiped from memory when freed.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +15,9 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
+#include "crypto.h"
 #include "form.h"
 #include "money.h"
-#include "sig.h"
 
 #define KEYS_SECRET_FILE_MAX 1024
 
@@ -49,7 +49,7 @@ keys_pub_key_id(const char *id)
 int
 keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err, size_t errlen)
 {
-	char serial[SIG_SERIAL_MAX];
+	char serial[CRYPTO_SERIAL_MAX];
 	EVP_PKEY *pkey = NULL;
 	const char *id;
 	int rc = -1;
@@ -59,11 +59,11 @@ keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *e
 		         sizeof(m->keys) / sizeof(m->keys[0]));
 		return -1;
 	}
-	if (sig_load_pubkey_file_serial(path, &pkey, serial, sizeof(serial), err, errlen) != 0)
+	if (crypto_load_pubkey_file_serial(path, &pkey, serial, sizeof(serial), err, errlen) != 0)
 		return -1;
 	if (serial[0] != '\0') {
 		/* A certificate names itself; a configured id is only a cross-check. */
-		if (key_id != NULL && key_id[0] != '\0' && !sig_serial_equal(key_id, serial)) {
+		if (key_id != NULL && key_id[0] != '\0' && !crypto_serial_equal(key_id, serial)) {
 			snprintf(err, errlen, "%s: certificate serial %s is not the configured %s",
 			         path, serial, key_id);
 			goto done;
@@ -79,7 +79,7 @@ keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *e
 		id = key_id;
 	}
 	for (int i = 0; i < m->nkeys; i++) {
-		if (sig_serial_equal(m->keys[i].serial, id)) {
+		if (crypto_serial_equal(m->keys[i].serial, id)) {
 			snprintf(err, errlen, "%s: key id %s configured twice", path, id);
 			goto done;
 		}
@@ -100,7 +100,7 @@ keys_apiv3_read(const char *path, uint8_t key[32], size_t *keylen, char *err, si
 	uint8_t *buf;
 	size_t len, n;
 
-	if (sig_read_secret_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
+	if (crypto_read_secret_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
 	n = keys_trim_newline(buf, len);
 	/* AEAD_AES_256_GCM needs exactly 32 key bytes; a shorter key is a config mistake. */
@@ -147,7 +147,7 @@ keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen)
 		         sizeof(m->keys) / sizeof(m->keys[0]));
 		return -1;
 	}
-	if (sig_load_pubkey_file(path, &pkey, err, errlen) != 0)
+	if (crypto_load_pubkey_file(path, &pkey, err, errlen) != 0)
 		return -1;
 	m->keys[m->nkeys++] = pkey;
 	return 0;
@@ -165,7 +165,7 @@ keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t e
 		         sizeof(m->secrets) / sizeof(m->secrets[0]));
 		return -1;
 	}
-	if (sig_read_secret_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
+	if (crypto_read_secret_file(path, KEYS_SECRET_FILE_MAX, &buf, &len, err, errlen) != 0)
 		return -1;
 	n = keys_trim_newline(buf, len);
 	if (n == 0) {
@@ -195,6 +195,8 @@ done:
 void
 keys_wx_free(struct wx_merchant *m)
 {
+	if (m == NULL)
+		return;
 	for (int i = 0; i < m->nkeys; i++)
 		EVP_PKEY_free(m->keys[i].pkey);
 	/* OPENSSL_cleanse zeroes in a way the compiler may not drop: the APIv3 key is secret. */
@@ -204,6 +206,8 @@ keys_wx_free(struct wx_merchant *m)
 void
 keys_ali_free(struct ali_merchant *m)
 {
+	if (m == NULL)
+		return;
 	for (int i = 0; i < m->nkeys; i++)
 		EVP_PKEY_free(m->keys[i]);
 	memset(m, 0, sizeof(*m));
@@ -212,6 +216,8 @@ keys_ali_free(struct ali_merchant *m)
 void
 keys_stripe_free(struct stripe_merchant *m)
 {
+	if (m == NULL)
+		return;
 	for (int i = 0; i < m->nsecrets; i++)
 		OPENSSL_clear_free(m->secrets[i].bytes, m->secrets[i].len);
 	memset(m, 0, sizeof(*m));

@@ -1,9 +1,9 @@
 /*
- * ingest_notify - what the three channel parsers share: the names of rejection reasons, the
- * struct notify helpers, strict header lookup, and the JSON field readers that enforce
- * UTF-8, types and amount bounds.
+ * chan_notify - what the channels share: the names of rejection reasons, the struct notify
+ * helpers, strict header lookup, the JSON field readers that enforce UTF-8, types and amount
+ * bounds, and the small helpers of their operations.
  */
-#include "ingest_notify.h"
+#include "chan_notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +14,34 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
+#include "cfg.h"
 #include "form.h"
 #include "money.h"
-#include "sig.h"
+
+unsigned
+notify_status_plain(int ok, enum verr ve)
+{
+	(void)ve;
+	return ok ? 200 : 400;
+}
+
+void *
+notify_keys_alloc(size_t size, char *err, size_t errlen)
+{
+	void *p = calloc(1, size);
+
+	if (p == NULL)
+		snprintf(err, errlen, "out of memory");
+	return p;
+}
+
+void
+notify_list_copy(char *dst, size_t cap, int *n, const struct cfg_strs *src)
+{
+	*n = 0;
+	for (int i = 0; i < src->n && i < NOTIFY_LIST_MAX; i++)
+		snprintf(dst + (size_t)(*n)++ * cap, cap, "%s", src->v[i]);
+}
 
 const char *
 verr_name(enum verr e)
@@ -46,6 +71,19 @@ notify_init(struct notify *n)
 	n->order_total_minor = -1;
 	n->valid_from = INT64_MIN;
 	n->valid_to = INT64_MAX;
+}
+
+enum verr
+notify_begin(struct notify *n, const uint8_t *body, size_t len, char *reason, size_t rlen)
+{
+	notify_init(n);
+	if (rlen > 0)
+		reason[0] = '\0';
+	if ((body == NULL && len > 0) || len > NOTIFY_BODY_MAX) {
+		snprintf(reason, rlen, "body missing or larger than %d bytes", NOTIFY_BODY_MAX);
+		return VERR_BODY;
+	}
+	return VERR_OK;
 }
 
 enum verr
