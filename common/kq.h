@@ -1,7 +1,8 @@
 /*
  * kq - Kafka for paycb on librdkafka: an idempotent producer (acks=all) whose callers can wait
- * for one message's delivery report with a deadline, a consumer that stores offsets only when
- * told, and topic creation.
+ * for one message's delivery report with a deadline, or publish a batch and wait for all its
+ * reports against one deadline (kq_publish_batch, the path every confirmed publish takes), a
+ * consumer that stores offsets only when told, and topic creation.
  */
 #ifndef PAYCB_KQ_H
 #define PAYCB_KQ_H

@@ -6,9 +6,9 @@
  * with sent_at NULL. Rows unsent for longer than retrier.outbox_after_s are published here
  * on <prefix>.order-events (key merchant|order, value the payload as stored) and marked sent
  * only after the delivery report, with the conditional UPDATE the processor's relay uses
- * (outbox_mark_sent). Before it publishes a row the
- * sweep leases it (lease_until, one conditional UPDATE judged by affected rows, for longer
- * than a publish phase can take), so of N retriers reading the same rows one sends each.
+ * (outbox_mark_sent). Before it publishes a row the sweep leases it (lease_until, one
+ * conditional UPDATE judged by affected rows, for longer than a publish phase can take), so
+ * of N retriers reading the same rows one sends each.
  * Delivery is still at least once: a late processor relay may publish the same row too, a
  * lost sent mark sends it again, and consumers deduplicate on the stable event_id.
  * idx_unsent (sent_at, created_at) serves the query.

@@ -145,10 +145,14 @@ stopped_broker_leaves_every_message_unknown_by_the_deadline(void **state)
 {
 	struct kq_msg msgs[20];
 	struct kq_result res[20];
-	struct kq_producer *p = producer(&cf);
+	struct conf c2 = cf;
+	struct kq_producer *p;
 	long long t0, ms;
 
 	(void)state;
+	/* librdkafka's own timeout far beyond the batch's deadline: no report can come first. */
+	c2.kafka.delivery_timeout_ms = 60000;
+	p = producer(&c2);
 	for (int i = 0; i < 20; i++)
 		msgs[i] = (struct kq_msg){topic, "k", 1, "v", 1};
 	broker_stop();
@@ -157,8 +161,11 @@ stopped_broker_leaves_every_message_unknown_by_the_deadline(void **state)
 	ms = harness_now_ms() - t0;
 	broker_resume(NULL);
 	printf("# 20 messages unknown after %lld ms (deadline 1500 ms)\n", ms);
-	/* One deadline for the batch, not one per message: 20 x 1.5 s would be 30 s. */
-	assert_true(ms >= 1400 && ms < 2500);
+	/*
+	 * The deadline, not a speed: it waited for it, and once for the batch, not per message
+	 * (20 x 1.5 s would be 30 s); the slack is for a loaded machine.
+	 */
+	assert_true(ms >= 1400 && ms < 1500 + 3000);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(res[i].rc, KQ_UNKNOWN);
 		assert_string_equal(res[i].err, "no delivery report by the deadline");
@@ -195,7 +202,8 @@ stopped_broker_outbox_row_is_not_marked_sent(void **state)
 	broker_resume(NULL);
 	printf("# outbox sweep with the broker stopped: %lld ms, failed=%lld sent=%lld\n", ms,
 	       r->last.failed, r->last.outbox_sent);
-	assert_true(ms < 2000 + 1000 + 2000);
+	/* The phase's deadline (delivery timeout + 1 s), with slack for a loaded machine. */
+	assert_true(ms < 2000 + 1000 + 4000);
 	assert_int_equal(r->last.outbox_sent, 0);
 	assert_int_equal(r->last.failed, 1);
 	assert_int_equal(harness_count(&tdb, "SELECT COUNT(*) FROM order_events WHERE event_id = "
