@@ -153,6 +153,15 @@ extern const struct cfg_setting conf_table[];
  */
 int conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs);
 /*
+ * The tools' configuration bootstrap (conf_boot.c). conf_default_file is the file read when
+ * none is named: $PAYCB_CONF, or /etc/paycb/paycb.conf. conf_bootstrap loads file for the
+ * program mask proc into cf; on errors it prints "prog: configuration
+ * errors:" and each error on its own line (naming the file and the line), frees cf and returns
+ * CFG_EX_CONFIG (78, as the daemons exit); it returns 0 when cf is loaded.
+ */
+const char *conf_default_file(void);
+int conf_bootstrap(const char *file, unsigned proc, struct conf *cf, const char *prog);
+/*
  * Checks that every secret file the program mask proc reads (database and SASL passwords; for
  * ingest the APIv3 keys and Stripe secrets) is private to this user: 0 or -1 with err naming
  * the file.

@@ -286,7 +286,7 @@ daemon_serve(struct daemon_run *r, const struct conf *cf)
 int
 daemon_main(int argc, char **argv, const struct daemon_ops *ops)
 {
-	const char *file = getenv("PAYCB_CONF") ? getenv("PAYCB_CONF") : "/etc/paycb/paycb.conf";
+	const char *file = conf_default_file();
 	struct daemon_run run;
 	char text[4096];
 	struct conf cf;

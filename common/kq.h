@@ -1,7 +1,8 @@
 /*
  * kq - Kafka for paycb on librdkafka: an idempotent producer (acks=all) whose callers can wait
- * for one message's delivery report with a deadline, a consumer that stores offsets only when
- * told, and topic creation.
+ * for one message's delivery report with a deadline, or publish a batch and wait for all its
+ * reports against one deadline (kq_publish_batch, the path every confirmed publish takes), a
+ * consumer that stores offsets only when told, and topic creation.
  */
 #ifndef PAYCB_KQ_H
 #define PAYCB_KQ_H
@@ -37,6 +38,31 @@ struct kq_wait *kq_produce_start(struct kq_producer *p, const char *topic, const
 				 size_t klen, const void *val, size_t vlen, char *err,
 				 size_t errlen);
 int kq_wait_end(struct kq_wait *w, const struct timespec *dl, char *err, size_t errlen);
+/*
+ * One message of kq_publish_batch, and what became of it: delivered (its report said so),
+ * failed (it was not queued, or its report said it was not written) or unknown (no report by
+ * the deadline: it may still be delivered, so only a later publish of the same message, which
+ * its consumers deduplicate, is safe).
+ */
+struct kq_msg {
+	const char *topic;
+	const void *key;
+	size_t klen;
+	const void *val;
+	size_t vlen;
+};
+enum kq_outcome { KQ_DELIVERED = 0, KQ_FAILED = -1, KQ_UNKNOWN = -2 };
+struct kq_result {
+	int rc; /* enum kq_outcome, the values kq_wait_end returns */
+	char err[256];
+};
+/*
+ * Queues msgs[0..n) and waits once, until timeout_ms after the last was queued, for all their
+ * delivery reports; res[i] says what became of msgs[i]. Returns how many were delivered. In
+ * kq_batch.c.
+ */
+int kq_publish_batch(struct kq_producer *p, const struct kq_msg *msgs, int n, int timeout_ms,
+                     struct kq_result *res);
 /* Produces without waiting; failures are counted and logged by the delivery callback. */
 int kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen,
 	       const void *val, size_t vlen, char *err, size_t errlen);

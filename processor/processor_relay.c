@@ -30,6 +30,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "outbox.h"
 
 #define PROC_RELAY_QUEUE_MAX 4096
 #define PROC_RELAY_BATCH_MAX 512
@@ -81,41 +82,33 @@ struct proc_relay {
 	unsigned long long seen[PROC_RELAY_SEEN_MAX];
 	int nseen, seen_next;
 	struct proc_relay_deps deps; /* the current batch's earlier unsent events */
+	/* One round's messages, their items' places in the batch, and their fates. */
+	struct kq_msg msgs[PROC_RELAY_BATCH_MAX];
+	int which[PROC_RELAY_BATCH_MAX];
+	struct kq_result res[PROC_RELAY_BATCH_MAX];
 };
 
 /*
- * The sent marks go PROC_RELAY_MARK_IDS rows to a statement: an UPDATE per event added two
- * round trips per payment to the transaction's nine, and round trips are most of what the
- * database spends its CPU on here. Unused places repeat the chunk's first id.
+ * The order check takes PROC_RELAY_MARK_IDS rows to a statement, as many as a sent mark
+ * (outbox_mark_sent), for the same reason: round trips are most of what the database spends
+ * its CPU on here.
  */
-#define PROC_RELAY_MARK_IDS 32
+#define PROC_RELAY_MARK_IDS OUTBOX_MARK_IDS
 #define Q4		    "?, ?, ?, ?"
 #define Q32		    Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4
-static const char SQL_MARK_SENT[] =
-    "UPDATE order_events SET sent_at = NOW(3) WHERE sent_at IS NULL AND id IN (" Q32 ")";
 
 /*
  * proc_relay_mark - marks pending delivered rows sent: the full chunks, or every one when
- * all is set. Each statement commits by itself: a mark that is lost only means the sweep
- * publishes the event again, so a failed statement drops its chunk rather than keep it.
+ * all is set. A failed statement drops its chunk rather than keep it: a lost mark only
+ * means the sweep publishes the event again.
  */
 static void
 proc_relay_mark(struct proc_relay *rl, int all)
 {
-	struct db_in in[PROC_RELAY_MARK_IDS];
-	int done = 0;
+	int done = all ? rl->nmarks : rl->nmarks / OUTBOX_MARK_IDS * OUTBOX_MARK_IDS;
 
-	while (rl->nmarks - done >= (all ? 1 : PROC_RELAY_MARK_IDS)) {
-		int k = 0;
-
-		for (; done < rl->nmarks && k < PROC_RELAY_MARK_IDS; done++)
-			in[k++] = DBI_I64(rl->marks[done]);
-		for (int j = k; j < PROC_RELAY_MARK_IDS; j++)
-			in[j] = in[0];
-		if (db_exec(&rl->db, SQL_MARK_SENT, in, PROC_RELAY_MARK_IDS, NULL, NULL) != DB_OK)
-			log_warn(NULL, "event=outbox_mark_failed rows=%d error=\"%s\"", k,
-				 rl->db.last_error);
-	}
+	if (done > 0)
+		outbox_mark_sent(&rl->db, rl->marks, done, NULL);
 	memmove(rl->marks, rl->marks + done, (size_t)(rl->nmarks - done) * sizeof(rl->marks[0]));
 	rl->nmarks -= done;
 	if (rl->nmarks > 0 && done > 0)
@@ -235,71 +228,73 @@ proc_relay_ready(const struct proc_relay *rl, struct proc_relay_item **items, in
 }
 
 /*
- * proc_relay_batch - publishes a batch in rounds, waits for each and marks what was
- * delivered. Events of one order leave in commit order: an event whose order has an earlier
- * unsent event waits for that event's delivery report when it is in this batch (the next
- * round), and is held back, left unsent for the retrier's sweep, when it is not (the relay
- * lost it, or the process that committed it died before relaying it). The sweep publishes an
- * order's events one after another, earliest first. The check costs one query per 32 events.
+ * proc_relay_round - one round of a batch: finds the waiting items that may go now, publishes
+ * them together (kq_publish_batch) and records what became of each. Returns how many went;
+ * *waiting gets how many still wait for an earlier event of this batch.
+ */
+static int
+proc_relay_round(struct proc_relay *rl, struct proc_relay_item **items, int n, int *state,
+                 int *waiting)
+{
+	int go = 0;
+
+	*waiting = 0;
+	for (int i = 0; i < n; i++) {
+		struct proc_relay_item *it = items[i];
+
+		if (state[i] != IT_WAIT)
+			continue;
+		state[i] = proc_relay_ready(rl, items, n, state, i, &rl->deps);
+		if (state[i] == IT_HELD)
+			log_warn(it->cbid,
+			         "event=outbox_held_back event_row=%llu "
+			         "reason=earlier_event_unsent",
+			         it->row);
+		if (state[i] != IT_GO) {
+			*waiting += state[i] == IT_WAIT;
+			continue;
+		}
+		rl->msgs[go] = (struct kq_msg){rl->p->topic_events, it->key, strlen(it->key),
+		                               it->payload, strlen(it->payload)};
+		rl->which[go++] = i;
+	}
+	kq_publish_batch(rl->p->prod, rl->msgs, go, PROC_PUBLISH_WAIT_MS, rl->res);
+	for (int k = 0; k < go; k++) {
+		int i = rl->which[k];
+
+		if (rl->res[k].rc != KQ_DELIVERED) {
+			log_warn(items[i]->cbid, "event=outbox_unsent event_row=%llu error=\"%s\"",
+			         items[i]->row, rl->res[k].err);
+			state[i] = IT_FAILED;
+			continue;
+		}
+		state[i] = IT_DONE;
+		proc_relay_delivered(rl, items[i]->row);
+	}
+	return go;
+}
+
+/*
+ * proc_relay_batch - publishes a batch in rounds and marks what was delivered. Events of one
+ * order leave in commit order: an event whose order has an earlier unsent event waits for
+ * that event's delivery report when it is in this batch (the next round), and is held back,
+ * left unsent for the retrier's sweep, when it is not (the relay lost it, or the process that
+ * committed it died before relaying it). The sweep publishes an order's events one after
+ * another, earliest first. The check costs one query per 32 events.
  */
 static void
 proc_relay_batch(struct proc_relay *rl, struct proc_relay_item **items, int n)
 {
-	struct proc_relay_deps *d = &rl->deps;
-	struct kq_wait *waits[PROC_RELAY_BATCH_MAX];
 	int state[PROC_RELAY_BATCH_MAX];
-	int known = proc_relay_earlier(rl, items, n, d) == 0;
-	struct timespec dl;
-	char err[256];
+	int known = proc_relay_earlier(rl, items, n, &rl->deps) == 0;
 
 	for (int i = 0; i < n; i++)
 		state[i] = known ? IT_WAIT : IT_HELD;
 	if (!known)
 		log_warn(NULL, "event=outbox_held_back rows=%d reason=order_unknown", n);
 	for (;;) {
-		int go = 0, waiting = 0;
+		int waiting, go = proc_relay_round(rl, items, n, state, &waiting);
 
-		for (int i = 0; i < n; i++) {
-			struct proc_relay_item *it = items[i];
-
-			if (state[i] != IT_WAIT)
-				continue;
-			state[i] = proc_relay_ready(rl, items, n, state, i, d);
-			if (state[i] == IT_HELD)
-				log_warn(it->cbid,
-				         "event=outbox_held_back event_row=%llu "
-				         "reason=earlier_event_unsent",
-				         it->row);
-			if (state[i] != IT_GO) {
-				waiting += state[i] == IT_WAIT;
-				continue;
-			}
-			waits[i] = kq_produce_start(rl->p->prod, rl->p->topic_events, it->key,
-			                            strlen(it->key), it->payload,
-			                            strlen(it->payload), err, sizeof(err));
-			if (waits[i] == NULL) {
-				log_warn(it->cbid,
-				         "event=outbox_unsent event_row=%llu error=\"%s\"", it->row,
-				         err);
-				state[i] = IT_FAILED;
-				continue;
-			}
-			go++;
-		}
-		clock_deadline(&dl, PROC_PUBLISH_WAIT_MS);
-		for (int i = 0; i < n; i++) {
-			if (state[i] != IT_GO)
-				continue;
-			if (kq_wait_end(waits[i], &dl, err, sizeof(err)) != 0) {
-				log_warn(items[i]->cbid,
-				         "event=outbox_unsent event_row=%llu error=\"%s\"",
-				         items[i]->row, err);
-				state[i] = IT_FAILED;
-				continue;
-			}
-			state[i] = IT_DONE;
-			proc_relay_delivered(rl, items[i]->row);
-		}
 		if (waiting == 0)
 			break;
 		if (go == 0) { /* cannot happen: a wait is always on an item that went */

@@ -9,7 +9,7 @@
  * retriers can run side by side; each publish waits for its delivery report.
  *
  * Modules: retrier_daemon.c (state, cycle, daemon callbacks), retrier_sweep.c (due rows),
- * retrier_dlq.c (dead rows), retrier_publish.c (parallel confirmed publishing),
+ * retrier_dlq.c (dead rows), retrier_publish.c (confirmed publishing in batches),
  * retrier_outbox.c, retrier_purge.c, retrier_alarm.c (stuck rows, alerts, gauges),
  * retrier_lag.c (the processors' lag) and retrier_metrics.c (the metrics every module counts
  * into). The two callback logs, which index every per-table SQL array, are enum cblog
@@ -27,14 +27,14 @@
 #include "db.h"
 #include "kq.h"
 
-/* One confirmed publish (retrier_publish). */
+/* One confirmed publish (retrier_publish, through kq_publish_batch). */
 struct retrier_job {
 	const char *topic;
 	char key[200];
 	size_t klen;
 	char *val; /* owned by the caller */
 	size_t vlen;
-	int rc; /* kq_produce_wait's result; 1 = skipped (the phase's budget ran out) */
+	int rc; /* enum kq_outcome: delivered, failed, or unknown (no report by the deadline) */
 	char err[256];
 };
 
@@ -101,7 +101,7 @@ int retrier_make_dead(struct retrier *r, enum cblog lg, unsigned long long id, i
 /* Publishes dead rows whose dead letter is not yet confirmed. */
 int retrier_dlq_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *full);
 
-/* retrier_publish.c: publishes jobs in parallel; returns how many were delivered. */
+/* retrier_publish.c: publishes jobs as one batch; returns how many were delivered. */
 int retrier_publish(struct retrier *r, struct retrier_job *jobs, int n);
 /* A lease longer than a publish phase can take (delivery timeout + its slack + the lease
  * margin), for jobs that must not be sent by two retriers at once. */

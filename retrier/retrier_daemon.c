@@ -2,8 +2,8 @@
  * retrier_daemon - the retrier's state, its cycle and the daemon_main callbacks (the
  * metrics it creates at open are retrier_metrics.c's).
  *
- * One thread owns the database connection and runs the cycles; the publish phases borrow a
- * few threads (retrier_publish.c) and the admin listener serves /metrics from its own. A
+ * One thread owns the database connection and runs the cycles, publishing each phase as one
+ * batch (retrier_publish.c); the admin listener serves /metrics from its own thread. A
  * cycle runs every retrier.sweep_interval_s, or again at once while a batch came back full,
  * so a backlog drains at full speed and an idle retrier costs a few index lookups.
  *

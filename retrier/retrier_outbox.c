@@ -5,9 +5,10 @@
  * publishes it right after the commit; if that publish or the process is lost, the row stays
  * with sent_at NULL. Rows unsent for longer than retrier.outbox_after_s are published here
  * on <prefix>.order-events (key merchant|order, value the payload as stored) and marked sent
- * only after the delivery report, with a conditional UPDATE. Before it publishes a row the
- * sweep leases it (lease_until, one conditional UPDATE judged by affected rows, for longer
- * than a publish phase can take), so of N retriers reading the same rows one sends each.
+ * only after the delivery report, with the conditional UPDATE the processor's relay uses
+ * (outbox_mark_sent). Before it publishes a row the sweep leases it (lease_until, one
+ * conditional UPDATE judged by affected rows, for longer than a publish phase can take), so
+ * of N retriers reading the same rows one sends each.
  * Delivery is still at least once: a late processor relay may publish the same row too, a
  * lost sent mark sends it again, and consumers deduplicate on the stable event_id.
  * idx_unsent (sent_at, created_at) serves the query.
@@ -26,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "msg.h"
+#include "outbox.h"
 #include "retrier.h"
 
 #define OUTBOX_PAYLOAD_MAX 65536
@@ -39,8 +41,6 @@ static const char *const sql_unsent =
 static const char *const sql_lease =
     "UPDATE order_events SET lease_until = NOW(3) + INTERVAL ? SECOND WHERE id = ? AND sent_at "
     "IS NULL AND (lease_until IS NULL OR lease_until <= NOW(3))";
-static const char *const sql_sent =
-    "UPDATE order_events SET sent_at = NOW(3) WHERE id = ? AND sent_at IS NULL";
 
 struct ob_row {
 	unsigned long long id, callback_id;
@@ -120,6 +120,57 @@ ob_lease(struct retrier *r, struct ob_set *s, struct retrier_counts *c)
 	return rc;
 }
 
+/*
+ * ob_mark - marks the delivered rows of s sent, all in one go, then counts and logs each row.
+ * Returns 0, or -1 when a mark failed (its rows stay unsent and are published again).
+ */
+static int
+ob_mark(struct retrier *r, struct ob_set *s, struct retrier_counts *c, int *full)
+{
+	unsigned long long *ids = calloc((size_t)s->n + 1, sizeof(*ids));
+	unsigned char *ok = calloc((size_t)s->n + 1, 1);
+	int nd = 0, rc = 0;
+
+	if (ids == NULL || ok == NULL) {
+		log_error(NULL, "event=outbox_mark_failed error=\"out of memory\"");
+		rc = -1;
+		goto done;
+	}
+	for (int i = 0; i < s->n; i++)
+		if (s->jobs[i].rc == KQ_DELIVERED)
+			ids[nd++] = s->rows[i].id;
+	rc = outbox_mark_sent(&r->db, ids, nd, ok);
+	for (int i = 0, k = 0; i < s->n; i++) {
+		char id[24], e1[128], e2[256];
+
+		if (s->rows[i].callback_id)
+			cblog_ref(id, sizeof(id), s->rows[i].log, s->rows[i].callback_id);
+		else
+			snprintf(id, sizeof(id), "-");
+		if (s->jobs[i].rc != KQ_DELIVERED) {
+			c->failed++;
+			metrics_inc(retrier_mx.publish_failed, 1);
+			log_warn(id, "event=outbox_publish_failed event_id=%s error=\"%s\"",
+			         log_safe(e1, sizeof(e1), s->rows[i].event_id),
+			         log_safe(e2, sizeof(e2), s->jobs[i].err));
+			continue;
+		}
+		if (!ok[k++])
+			continue;
+		c->outbox_sent++;
+		/* A later event of this order may have waited for this one: look again now. */
+		*full = 1;
+		metrics_inc(retrier_mx.outbox_sent, 1);
+		log_info(id, "event=outbox_relayed event_id=%s event_type=%s topic=%s",
+		         log_safe(e1, sizeof(e1), s->rows[i].event_id), s->rows[i].event_type,
+		         r->topic_events);
+	}
+done:
+	free(ok);
+	free(ids);
+	return rc;
+}
+
 /* retrier_outbox_sweep - publishes one batch of overdue outbox rows. */
 int
 retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
@@ -155,35 +206,8 @@ retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
 	if (ob_lease(r, &s, c) != 0)
 		rc = -1;
 	retrier_publish(r, s.jobs, s.n);
-	for (int i = 0; i < s.n; i++) {
-		struct db_in in1[1] = {DBI_I64(s.rows[i].id)};
-		char id[24], e1[128], e2[256];
-
-		if (s.rows[i].callback_id)
-			cblog_ref(id, sizeof(id), s.rows[i].log, s.rows[i].callback_id);
-		else
-			snprintf(id, sizeof(id), "-");
-		if (s.jobs[i].rc != 0) {
-			c->failed++;
-			metrics_inc(retrier_mx.publish_failed, 1);
-			log_warn(id, "event=outbox_publish_failed event_id=%s error=\"%s\"",
-			         log_safe(e1, sizeof(e1), s.rows[i].event_id),
-			         log_safe(e2, sizeof(e2), s.jobs[i].err));
-			continue;
-		}
-		if (db_exec(&r->db, sql_sent, in1, 1, NULL, NULL) != DB_OK) {
-			log_warn(id, "event=outbox_mark_failed error=\"%s\"", r->db.last_error);
-			rc = -1;
-			continue;
-		}
-		c->outbox_sent++;
-		/* A later event of this order may have waited for this one: look again now. */
-		*full = 1;
-		metrics_inc(retrier_mx.outbox_sent, 1);
-		log_info(id, "event=outbox_relayed event_id=%s event_type=%s topic=%s",
-		         log_safe(e1, sizeof(e1), s.rows[i].event_id), s.rows[i].event_type,
-		         r->topic_events);
-	}
+	if (ob_mark(r, &s, c, full) != 0)
+		rc = -1;
 done:
 	for (int i = 0; s.jobs && i < s.n; i++)
 		free(s.jobs[i].val);

@@ -1,94 +1,61 @@
 /*
- * retrier_publish - publishes a batch of messages, each confirmed by its delivery report.
+ * retrier_publish - publishes a batch of the retrier's messages, each confirmed by its
+ * delivery report.
  *
- * kq_produce_wait() blocks for one message's report, which takes a broker round trip; a few
- * threads share the one idempotent producer so a batch of hundreds of leased rows is not
- * published one round trip at a time. The phase has a budget: once it is spent (the broker is
- * down), the remaining jobs are skipped rather than queued, and their rows' leases simply
- * expire, so the rows come due again. Only a job with rc == 0 counts as done.
+ * The jobs of a sweep (republished rows, dead letters, outbox rows) go out together through
+ * kq_publish_batch, the path the processor's relay takes too: all are queued, then their
+ * reports are awaited against one deadline, the delivery timeout plus a second for the
+ * poller. When the broker is down the phase therefore ends at that deadline whatever the
+ * batch's size, with the jobs unknown; their rows' leases, longer than the phase, simply
+ * expire and the rows come due again. Only a job with rc == KQ_DELIVERED counts as done.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
-#include "clock.h"
 #include "retrier.h"
 
-#define PUB_THREADS 8
-
-struct pub_phase {
-	struct retrier *r;
-	struct retrier_job *jobs;
-	int n;
-	atomic_int next;
-	long long deadline_ms;
-	int wait_ms;
-};
-
-/* pub_one - publishes job i, or skips it when the budget is spent. */
-static void
-pub_one(struct pub_phase *ph, struct retrier_job *j)
+/* How long a phase waits for its reports: the delivery timeout and a second for the poller. */
+static int
+retrier_publish_wait_ms(const struct retrier *r)
 {
-	long long left = ph->deadline_ms - clock_mono_ms();
-
-	if (left <= 0) {
-		j->rc = 1;
-		snprintf(j->err, sizeof(j->err), "publish budget spent");
-		return;
-	}
-	j->err[0] = '\0';
-	j->rc =
-	    kq_produce_wait(ph->r->kp, j->topic, j->key, j->klen, j->val, j->vlen,
-	                    (int)(left < ph->wait_ms ? left : ph->wait_ms), j->err, sizeof(j->err));
+	return (int)r->cf->kafka.delivery_timeout_ms + 1000;
 }
 
-static void *
-pub_main(void *arg)
-{
-	struct pub_phase *ph = arg;
-	int i;
-
-	while ((i = atomic_fetch_add(&ph->next, 1)) < ph->n)
-		pub_one(ph, &ph->jobs[i]);
-	return NULL;
-}
-
-/* retrier_publish - publishes jobs[0..n) in parallel; returns how many were delivered. */
+/* retrier_publish - publishes jobs[0..n) as one batch; returns how many were delivered. */
 int
 retrier_publish(struct retrier *r, struct retrier_job *jobs, int n)
 {
-	struct pub_phase ph;
-	pthread_t th[PUB_THREADS];
-	int nth = 0, ok = 0;
+	struct kq_msg *msgs = NULL;
+	struct kq_result *res = NULL;
+	int ok = 0;
 
 	if (n <= 0)
 		return 0;
-	memset(&ph, 0, sizeof(ph));
-	ph.r = r;
-	ph.jobs = jobs;
-	ph.n = n;
-	atomic_init(&ph.next, 0);
-	/* A delivery report comes within message.timeout.ms; a little more covers the poller. */
-	ph.wait_ms = (int)r->cf->kafka.delivery_timeout_ms + 1000;
-	ph.deadline_ms = clock_mono_ms() + ph.wait_ms + 1000;
-	for (int t = 0; t < PUB_THREADS && t < n - 1; t++) {
-		if (pthread_create(&th[nth], NULL, pub_main, &ph) != 0)
-			break; /* fewer threads only make the phase slower */
-		nth++;
+	if ((msgs = calloc((size_t)n, sizeof(*msgs))) == NULL ||
+	    (res = calloc((size_t)n, sizeof(*res))) == NULL) {
+		for (int i = 0; i < n; i++) {
+			jobs[i].rc = KQ_FAILED;
+			snprintf(jobs[i].err, sizeof(jobs[i].err), "out of memory");
+		}
+		goto done;
 	}
-	pub_main(&ph);
-	for (int t = 0; t < nth; t++)
-		pthread_join(th[t], NULL);
 	for (int i = 0; i < n; i++)
-		if (jobs[i].rc == 0)
-			ok++;
+		msgs[i] = (struct kq_msg){jobs[i].topic, jobs[i].key, jobs[i].klen, jobs[i].val,
+		                          jobs[i].vlen};
+	ok = kq_publish_batch(r->kp, msgs, n, retrier_publish_wait_ms(r), res);
+	for (int i = 0; i < n; i++) {
+		jobs[i].rc = res[i].rc;
+		snprintf(jobs[i].err, sizeof(jobs[i].err), "%s", res[i].err);
+	}
+done:
+	free(res);
+	free(msgs);
 	return ok;
 }
 
 long long
 retrier_publish_lease_s(const struct retrier *r)
 {
-	/* pub_phase: wait_ms = delivery timeout + 1 s, the phase's deadline 1 s more. */
-	return (r->cf->kafka.delivery_timeout_ms + 2000 + 999) / 1000 + r->cf->retry.lease_margin_s;
+	/* The phase's wait, a second more for queueing the batch, and the lease margin. */
+	return (retrier_publish_wait_ms(r) + 1000 + 999) / 1000 + r->cf->retry.lease_margin_s;
 }

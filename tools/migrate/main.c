@@ -37,11 +37,10 @@ main(int argc, char **argv)
 					   {"help", no_argument, NULL, 'h'},
 					   {"version", no_argument, NULL, 'V'},
 					   {NULL, 0, NULL, 0}};
-	const char *file = getenv("PAYCB_CONF") ? getenv("PAYCB_CONF") : "/etc/paycb/paycb.conf";
+	const char *file = conf_default_file();
 	const char *dir = getenv("PAYCB_SCHEMAS") ? getenv("PAYCB_SCHEMAS") : "schemas";
 	int create = 0, sql = 1, topics = 1, c, rc = 0;
 	struct migrate_result res = {0, 0, 0};
-	struct cfg_errors errs;
 	struct conf cf;
 	char err[1024];
 
@@ -63,11 +62,8 @@ main(int argc, char **argv)
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}
-	if (conf_load(file, PROC_TOOL, &cf, &errs) != 0) {
-		fprintf(stderr, "paycb-migrate: configuration errors:\n%s", errs.text);
-		conf_free(&cf);
-		return EXIT_CONFIG;
-	}
+	if ((rc = conf_bootstrap(file, PROC_TOOL, &cf, "paycb-migrate")) != 0)
+		return rc;
 	if (create && migrate_create_db(&cf, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-migrate: %s\n", err);
 		rc = EXIT_UNAVAILABLE;

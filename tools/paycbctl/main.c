@@ -121,10 +121,9 @@ options(int argc, char **argv, const char **file, const char **actor)
 int
 main(int argc, char **argv)
 {
-	const char *file = getenv("PAYCB_CONF") ? getenv("PAYCB_CONF") : "/etc/paycb/paycb.conf";
+	const char *file = conf_default_file();
 	const char *actor = NULL;
 	int (*run)(struct ctl *, int, char **);
-	struct cfg_errors errs;
 	struct conf cf;
 	struct ctl c;
 	int rc;
@@ -139,11 +138,8 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (conf_load(file, PROC_TOOL, &cf, &errs) != 0) {
-		fprintf(stderr, "paycbctl: configuration errors:\n%s", errs.text);
-		conf_free(&cf);
-		return EXIT_CONFIG;
-	}
+	if ((rc = conf_bootstrap(file, PROC_TOOL, &cf, "paycbctl")) != 0)
+		return rc;
 	memset(&c, 0, sizeof(c));
 	c.cf = &cf;
 	c.out = stdout;

@@ -303,7 +303,6 @@ int
 sim_api_main(int argc, char **argv)
 {
 	struct api_opts o = {0};
-	struct cfg_errors errs;
 	char err[512] = "";
 	int rc = EXIT_CONFIG;
 
@@ -312,10 +311,8 @@ sim_api_main(int argc, char **argv)
 		                "[--tls-port P --tls-cert PEM --tls-key PEM]\n");
 		return EXIT_USAGE;
 	}
-	if (conf_load(o.conf, PROC_SIM, &sim_api.cf, &errs) != 0) {
-		fprintf(stderr, "%s", errs.text);
+	if (conf_bootstrap(o.conf, PROC_SIM, &sim_api.cf, "paycb-sim api") != 0)
 		return EXIT_CONFIG;
-	}
 	if (load_keys(&o, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim api: %s\n", err);
 		goto done;

@@ -219,7 +219,6 @@ sim_dbceiling_main(int argc, char **argv)
 	struct ceiling *c = NULL;
 	pthread_t *t = NULL;
 	unsigned long long *rows = NULL;
-	struct cfg_errors errs;
 	struct sim_lat lat;
 	struct conf cf;
 	char err[512], a[32], b[32], d[32];
@@ -260,8 +259,7 @@ sim_dbceiling_main(int argc, char **argv)
 		rc = EXIT_USAGE;
 		goto done;
 	}
-	if (conf_load(conf, PROC_SIM, &cf, &errs) != 0) {
-		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", conf, errs.text);
+	if (conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim") != 0) {
 		rc = EXIT_CONFIG;
 		goto done;
 	}
@@ -360,7 +358,6 @@ sim_drain_main(int argc, char **argv)
 	struct db_out out[1] = {DBO_I64()};
 	unsigned long long rows = 0;
 	long long after = -1, count = 0, deadline, t0;
-	struct cfg_errors errs;
 	struct conf cf;
 	struct db db;
 	int mark = 0, wait_s = 120, opt, rc = EXIT_USAGE, up = 0;
@@ -392,8 +389,7 @@ sim_drain_main(int argc, char **argv)
 	}
 	if (conf == NULL || (!mark && (after < 0 || count < 2)))
 		goto usage;
-	if (conf_load(conf, PROC_SIM, &cf, &errs) != 0) {
-		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", conf, errs.text);
+	if (conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim") != 0) {
 		rc = EXIT_CONFIG;
 		goto done;
 	}

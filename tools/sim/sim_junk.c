@@ -176,7 +176,6 @@ sim_junk_main(int argc, char **argv)
 	                                   {NULL, 0, NULL, 0}};
 	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
 	struct junk_run j;
-	struct cfg_errors errs;
 	struct conf cf;
 	pthread_t *t = NULL;
 	int conc = 16, secs = 8, opt, started = 0, rc = EXIT_SOFTWARE;
@@ -218,8 +217,7 @@ sim_junk_main(int argc, char **argv)
 		rc = EXIT_USAGE;
 		goto done;
 	}
-	if (conf_load(conf, PROC_SIM, &cf, &errs) != 0) {
-		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", conf, errs.text);
+	if (conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim") != 0) {
 		rc = EXIT_CONFIG;
 		goto done;
 	}

@@ -339,14 +339,11 @@ static int
 run_load(struct run *r)
 {
 	struct sim_opts *o = r->o;
-	struct cfg_errors errs;
 	struct rlimit rl;
 	char err[2048] = "", tmp[SIM_PATH];
 
-	if (conf_load(o->conf, PROC_SIM, &r->cf, &errs) != 0) {
-		fprintf(stderr, "paycb-sim: %s: configuration errors:\n%s", o->conf, errs.text);
+	if (conf_bootstrap(o->conf, PROC_SIM, &r->cf, "paycb-sim") != 0)
 		return EXIT_CONFIG;
-	}
 	/* Storms hold a connection per copy. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
