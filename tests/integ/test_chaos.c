@@ -32,16 +32,21 @@
  * wrong = 0, unalarmed = 0, letters_doubled = 0 and reordered = 0.
  *
  * The outbound side runs too: two paycb-reconcilers against the simulator's channel API
- * (`paycb-sim api`, WeChat Pay) for a merchant of the simulator's keys, "recon": payments the
- * channel took but never notified (the reconciler must find them by query), and refund
- * requests of second payments and payments after close (written as the processor writes
- * them) that the reconciler must refund. Its faults: a reconciler killed, and the channel
- * API's own all through the load (every 2 to 4 s, a few of each): 5xx, 429 with Retry-After,
- * answers slower than the call's timeout (UNKNOWN), a refund applied and its answer dropped,
- * forged answers. The channel's ledger is the judge:
- * every refund request refunded exactly once; every payment found paid; and no refund
- * request is left REQUESTED longer than the refund ladder without its refund_stuck alert
- * (the other merchant has no API credentials, so its requests wait, alerted).
+ * (`paycb-sim api`: WeChat Pay, Alipay and Stripe, one ledger per channel) for a merchant of
+ * the simulator's keys with all three channels, "recon". Its jobs are spread over the three
+ * channels at random: payments the channel took but never notified (the reconciler queries
+ * every channel of the merchant and must find each at its own), and refund requests of second
+ * payments and payments after close (written as the processor writes them) that the
+ * reconciler must refund (Stripe's in USD by PaymentIntent, the others in CNY). Its faults: a
+ * reconciler killed, and each channel API's own all through the load (every 2 to 4 s, a few
+ * of each, drawn for each channel): 5xx, 429 with Retry-After, answers slower than the call's
+ * timeout (UNKNOWN), a refund applied and its answer dropped, forged answers (WeChat Pay and
+ * Alipay: signed by a stranger; Stripe: about other objects). The ledger of each job's
+ * channel is the judge: every refund request refunded exactly once there; every lost payment
+ * found by exactly one query, at its channel, and never refunded; every channel had jobs and
+ * its faults reached the reconcilers; and no refund request is left REQUESTED longer than the
+ * refund ladder without its refund_stuck alert (the other merchant has no API credentials, so
+ * its requests wait, alerted).
  *
  * PAYCB_CHAOS_SECONDS (default 40) sets the load time, PAYCB_CHAOS_SEED replays a run and
  * PAYCB_CHAOS_BROKERS=3 runs it on three brokers; `make chaos` runs it for 10 minutes.
