@@ -1844,8 +1844,9 @@ setup_pipeline(void)
 		                                    K_RR_TWICE,
 		                                    K_RR_CLOSED};
 		j->kind = r < (int)(sizeof(by_draw) / sizeof(by_draw[0])) ? by_draw[r] : K_NORMAL;
-		/* The Stripe refund kinds are Stripe's, the ABNORMAL and CLOSED ones WeChat
-		 * Pay's, the cumulative one Alipay's; the others (the reconciler's too) any. */
+		/* The Stripe refund kinds are Stripe's, the ABNORMAL, CLOSED and paid-after-close
+		 * ones WeChat Pay's, the cumulative one Alipay's; the others (the reconciler's
+		 * too) any of the three. */
 		j->channel = j->kind == K_WX_ABNORMAL || j->kind == K_CLOSED_REFUND ||
 		                     j->kind == K_WX_PARTIAL_CLOSED
 		                 ? 0
