@@ -32,16 +32,21 @@
  * wrong = 0, unalarmed = 0, letters_doubled = 0 and reordered = 0.
  *
  * The outbound side runs too: two paycb-reconcilers against the simulator's channel API
- * (`paycb-sim api`, WeChat Pay) for a merchant of the simulator's keys, "recon": payments the
- * channel took but never notified (the reconciler must find them by query), and refund
- * requests of second payments and payments after close (written as the processor writes
- * them) that the reconciler must refund. Its faults: a reconciler killed, and the channel
- * API's own all through the load (every 2 to 4 s, a few of each): 5xx, 429 with Retry-After,
- * answers slower than the call's timeout (UNKNOWN), a refund applied and its answer dropped,
- * forged answers. The channel's ledger is the judge:
- * every refund request refunded exactly once; every payment found paid; and no refund
- * request is left REQUESTED longer than the refund ladder without its refund_stuck alert
- * (the other merchant has no API credentials, so its requests wait, alerted).
+ * (`paycb-sim api`: WeChat Pay, Alipay and Stripe, one ledger per channel) for a merchant of
+ * the simulator's keys with all three channels, "recon". Its jobs are spread over the three
+ * channels at random: payments the channel took but never notified (the reconciler queries
+ * every channel of the merchant and must find each at its own), and refund requests of second
+ * payments and payments after close (written as the processor writes them) that the
+ * reconciler must refund (Stripe's in USD by PaymentIntent, the others in CNY). Its faults: a
+ * reconciler killed, and each channel API's own all through the load (every 2 to 4 s, a few
+ * of each, drawn for each channel): 5xx, 429 with Retry-After, answers slower than the call's
+ * timeout (UNKNOWN), a refund applied and its answer dropped, forged answers (WeChat Pay and
+ * Alipay: signed by a stranger; Stripe: about other objects). The ledger of each job's
+ * channel is the judge: every refund request refunded exactly once there; every lost payment
+ * found by exactly one query, at its channel, and never refunded; every channel had jobs and
+ * its faults reached the reconcilers; and no refund request is left REQUESTED longer than the
+ * refund ladder without its refund_stuck alert (the other merchant has no API credentials, so
+ * its requests wait, alerted).
  *
  * PAYCB_CHAOS_SECONDS (default 40) sets the load time, PAYCB_CHAOS_SEED replays a run and
  * PAYCB_CHAOS_BROKERS=3 runs it on three brokers; `make chaos` runs it for 10 minutes.
@@ -113,9 +118,9 @@ enum kind {
 	K_CLOSED_REFUND,
 	K_ALI_CUMULATIVE,
 	K_WX_PARTIAL_CLOSED,
-	/* The reconciler's (merchant "recon", WeChat Pay through the simulator's channel API):
-	 * paid at the channel, never notified; a second payment's refund request; a payment
-	 * after close's refund request. */
+	/* The reconciler's (merchant "recon", any of the three channels through the simulator's
+	 * channel API): paid at the channel, never notified; a second payment's refund request;
+	 * a payment after close's refund request. */
 	K_LOST,
 	K_RR_TWICE,
 	K_RR_CLOSED,
@@ -161,6 +166,9 @@ static const char *const fault_names[] = {
     "term_retrier", "join_leave",      "kafka_restart",         "db_restart",
     "row_locks",    "dlq_unwritable",  "retry_topic_recreated", "future_stamped",
     "ladder_drift", "kill_reconciler", "broker_drain"};
+
+/* The channels as paycb and the simulator name them, by struct job's channel. */
+static const char *const chan_names[] = {"wxpay", "alipay", "stripe"};
 
 struct job {
 	enum kind kind;
@@ -416,34 +424,36 @@ static void
 recon_job(struct job *j)
 {
 	long long deadline = harness_now_ms() + 60000;
+	const char *ch = chan_names[j->channel], *cur = j->channel == 2 ? "USD" : "CNY";
 	const char *paid = j->kind == K_RR_TWICE ? j->trade[1] : j->trade[0];
 	const char *status = j->kind == K_LOST       ? "PENDING"
 	                     : j->kind == K_RR_TWICE ? "PAID"
 	                                             : "CLOSED";
 	const char *trade = j->kind == K_RR_TWICE ? j->trade[0] : "";
-	struct db_in oin[4] = {DBI_STR(j->order), DBI_STR(status), DBI_STR(status), DBI_STR(trade)};
-	struct db_in rin[3] = {DBI_STR(paid), DBI_STR(j->order),
+	struct db_in oin[6] = {DBI_STR(j->order), DBI_STR(cur), DBI_STR(status),
+	                       DBI_STR(status),   DBI_STR(ch),  DBI_STR(trade)};
+	struct db_in rin[5] = {DBI_STR(ch), DBI_STR(paid), DBI_STR(j->order), DBI_STR(cur),
 	                       DBI_STR(j->kind == K_RR_TWICE ? "paid_twice" : "paid_after_close")};
 	struct db db;
 	int ok = 0;
 
-	while (simapi_order(api_port, "recon", j->order, 1000, "CNY", "PAID", paid) != 0)
+	while (simapi_order_at(api_port, ch, "recon", j->order, 1000, cur, "PAID", paid) != 0)
 		if (harness_now_ms() >= deadline)
 			return;
 	if (db_open(&db, &cf.db) != DB_OK)
 		return;
 	ok = recon_sql(&db,
 	               "INSERT INTO orders (merchant_id, out_trade_no, amount, currency, status, "
-	               "channel, channel_trade_no) VALUES ('recon', ?, 10.00, 'CNY', ?, "
-	               "IF(? = 'PAID', 'wxpay', NULL), NULLIF(?, ''))",
-	               oin, 4, deadline) == 0;
+	               "channel, channel_trade_no) VALUES ('recon', ?, 10.00, ?, ?, "
+	               "IF(? = 'PAID', ?, NULL), NULLIF(?, ''))",
+	               oin, 6, deadline) == 0;
 	if (ok && j->kind != K_LOST)
 		ok = recon_sql(
 		         &db,
 		         "INSERT INTO refund_requests (merchant_id, channel, channel_trade_no, "
-		         "out_trade_no, amount, currency, reason) VALUES ('recon', 'wxpay', ?, "
-		         "?, 10.00, 'CNY', ?)",
-		         rin, 3, deadline) == 0;
+		         "out_trade_no, amount, currency, reason) VALUES ('recon', ?, ?, ?, 10.00, "
+		         "?, ?)",
+		         rin, 5, deadline) == 0;
 	db_close(&db);
 	atomic_store(&j->acked[0], ok);
 }
@@ -717,7 +727,8 @@ inject(enum fault f)
 
 /*
  * channel_weather - the channel API's own faults go on all through the load: every 2 to 4 s
- * the next requests fail in each of its ways (a few of each), on a generator of its own.
+ * the next requests of each channel fail in each of its ways (a few of each, drawn for each
+ * channel), on a generator of its own.
  */
 static __attribute__((unused)) void *
 channel_weather(void *arg)
@@ -726,14 +737,16 @@ channel_weather(void *arg)
 
 	(void)arg;
 	while (!atomic_load(&stop_load)) {
-		char what[160];
+		for (int c = 0; c < 3; c++) {
+			char what[200];
 
-		snprintf(what, sizeof(what),
-		         "e5xx=%d&e429=%d&slow=%d&slow_ms=2500&drop=%d&forge=%d",
-		         1 + rand_r(&r) % 3, 1 + rand_r(&r) % 3, 1 + rand_r(&r) % 2,
-		         1 + rand_r(&r) % 2, 1 + rand_r(&r) % 3);
-		if (simapi_post(api_port, "/_sim/fault", what) != 0)
-			atomic_fetch_add(&fault_errors, 1);
+			snprintf(what, sizeof(what),
+			         "channel=%s&e5xx=%d&e429=%d&slow=%d&slow_ms=2500&drop=%d&forge=%d",
+			         chan_names[c], 1 + rand_r(&r) % 3, 1 + rand_r(&r) % 3,
+			         1 + rand_r(&r) % 2, 1 + rand_r(&r) % 2, 1 + rand_r(&r) % 3);
+			if (simapi_post(api_port, "/_sim/fault", what) != 0)
+				atomic_fetch_add(&fault_errors, 1);
+		}
 		usleep((useconds_t)(2000 + rand_r(&r) % 2000) * 1000);
 	}
 	return NULL;
@@ -1133,48 +1146,87 @@ note_has_row(struct db *db, const struct job *j, int w)
 }
 
 /*
- * recon_judge - a reconciler job by the channel's ledger: a refund request refunded exactly
+ * recon_judge - a reconciler job by its channel's ledger: a refund request refunded exactly
  * once, of its amount (a second refund is a doubled effect); a lost payment found by exactly
- * one query and reserved once.
+ * one query, at its channel, reserved once and never refunded. Counts the job's channel's
+ * judged jobs and refunds in judged[channel][0] and [1].
  */
 static void
-recon_judge(struct db *db, const struct job *j, long long *doubled, long long *wrong)
+recon_judge(struct db *db, const struct job *j, long long *doubled, long long *wrong,
+            long long judged[3][2])
 {
-	long long refunded = -1, n = -1, posts = -1, found;
+	const char *ch = chan_names[j->channel];
+	long long refunded = -1, n = -1, posts = -1, want = j->kind == K_LOST ? 0 : 1;
 
+	judged[j->channel][0]++;
 	if (j->kind == K_LOST) {
-		struct db_in in[1] = {DBI_STR(j->order)};
-
-		found =
+		struct db_in in[2] = {DBI_STR(j->order), DBI_STR(ch)};
+		long long found =
 		    harness_query_i64(db,
 		                      "SELECT COUNT(*) FROM pay_callback_log WHERE merchant_id = "
 		                      "'recon' AND out_trade_no = ? AND source = 'query'",
 		                      in, 1);
-		if (found != 1) {
-			printf("# wrong: lost payment %s found by %lld queries\n", j->order, found);
+		long long there =
+		    harness_query_i64(db,
+		                      "SELECT COUNT(*) FROM pay_callback_log WHERE merchant_id = "
+		                      "'recon' AND out_trade_no = ? AND source = 'query' AND "
+		                      "channel = ?",
+		                      in, 2);
+
+		if (found != 1 || there != 1) {
+			printf("# wrong: lost payment %s (%s) found by %lld queries, %lld at its "
+			       "channel\n",
+			       j->order, ch, found, there);
 			(*wrong)++;
 		}
-		return;
 	}
-	if (simapi_ledger(api_port, "recon", j->order, &refunded, &n, &posts) != 0) {
-		printf("# wrong: order %s has no ledger at the channel\n", j->order);
+	if (simapi_ledger(api_port, ch, "recon", j->order, &refunded, &n, &posts) != 0) {
+		printf("# wrong: order %s has no ledger at %s\n", j->order, ch);
 		(*wrong)++;
 		return;
 	}
-	if (n > 1)
-		*doubled += n - 1;
-	if (n != 1 || refunded != 1000) {
-		printf("# wrong: order %s refunded %lld in %lld refunds (%lld posts) at the "
-		       "channel, expected 1000 in 1\n",
-		       j->order, refunded, n, posts);
+	judged[j->channel][1] += n;
+	if (n > want)
+		*doubled += n - want;
+	if (n != want || refunded != 1000 * want) {
+		printf("# wrong: order %s refunded %lld in %lld refunds (%lld posts) at %s, "
+		       "expected %lld in %lld\n",
+		       j->order, refunded, n, posts, ch, 1000 * want, want);
 		(*wrong)++;
 	}
+}
+
+/*
+ * channel_answers - lines of the reconcilers' logs about a call to channel ch whose outcome
+ * was out (the refund_sent, query_failed and close lines name both).
+ */
+static long long
+channel_answers(const char *ch, const char *out)
+{
+	char chk[40], outk[40], *line = NULL;
+	size_t cap = 0;
+	long long n = 0;
+
+	snprintf(chk, sizeof(chk), "channel=%s ", ch);
+	snprintf(outk, sizeof(outk), "outcome=%s ", out);
+	for (int i = 0; i < 2; i++) {
+		FILE *fp = fopen(recons[i].log, "r");
+
+		if (fp == NULL)
+			continue;
+		while (getline(&line, &cap, fp) > 0)
+			n += strstr(line, chk) != NULL && strstr(line, outk) != NULL;
+		fclose(fp);
+	}
+	free(line);
+	return n;
 }
 
 static void
 invariants_hold_when_quiet(void **state)
 {
 	long long lost = 0, doubled = 0, wrong = 0, unsent = 0, swapped = 0, processed, dead;
+	long long judged[3][2] = {{0}};
 	struct db db;
 
 	(void)state;
@@ -1211,7 +1263,7 @@ invariants_hold_when_quiet(void **state)
 				unsent++;
 				continue;
 			}
-			recon_judge(&db, j, &doubled, &wrong);
+			recon_judge(&db, j, &doubled, &wrong, judged);
 		}
 		/*
 		 * Of two payments the first applied is the order's payment. The ordering guard
@@ -1270,9 +1322,15 @@ invariants_hold_when_quiet(void **state)
 	       njobs, unsent, atomic_load(&sent), atomic_load(&acked), processed, dead,
 	       atomic_load(&refused_forged), q(&db, "pay_callback_log WHERE status = 0"), lost,
 	       doubled, wrong, swapped);
+	printf("# reconciler jobs judged by channel (jobs/refunds in its ledger): wxpay=%lld/%lld "
+	       "alipay=%lld/%lld stripe=%lld/%lld\n",
+	       judged[0][0], judged[0][1], judged[1][0], judged[1][1], judged[2][0], judged[2][1]);
 	assert_int_equal(lost, 0);
 	assert_int_equal(doubled, 0);
 	assert_int_equal(wrong, 0);
+	/* The reconciler's jobs ran on every channel. */
+	for (int c = 0; c < 3; c++)
+		assert_true(judged[c][0] > 0);
 	/* Most of the load must have run, or the invariants say little. */
 	assert_true(unsent * 4 < njobs);
 	assert_int_equal(q(&db, "pay_callback_log WHERE status = 0"), 0);
@@ -1299,20 +1357,24 @@ invariants_hold_when_quiet(void **state)
 		       q(&db, "refund_requests WHERE status = 'FAILED'"),
 		       simapi_stat(api_port, "refunds_applied"),
 		       simapi_stat(api_port, "refund_posts"));
-		/* What the channel's faults did to the reconcilers' calls (for the record). */
+		/* What each channel's faults did to the reconcilers' calls (for the record). */
 		{
-			static const char *const outcomes[] = {"outcome=retry", "outcome=unknown",
-			                                       "outcome=forged"};
-			long long v[3] = {0};
+			static const char *const outcomes[] = {"retry", "unknown", "forged"};
+			long long v[3][3] = {{0}};
 
-			for (int k = 0; k < 3; k++)
-				for (int i = 0; i < 2; i++)
-					v[k] += harness_file_count(recons[i].log, outcomes[k]);
-			printf("# reconciler answers: retry=%lld unknown=%lld forged=%lld\n", v[0],
-			       v[1], v[2]);
+			printf("# reconciler answers by channel (retry/unknown/forged):");
+			for (int c = 0; c < 3; c++) {
+				for (int k = 0; k < 3; k++)
+					v[c][k] = channel_answers(chan_names[c], outcomes[k]);
+				printf(" %s=%lld/%lld/%lld", chan_names[c], v[c][0], v[c][1],
+				       v[c][2]);
+			}
+			printf("\n");
 #ifndef PAYCB_SCALEOUT
-			/* The channel's faults reached the reconcilers (or the run says little). */
-			assert_true(v[1] + v[2] > 0);
+			/* Each channel's faults reached the reconcilers (or the run says little).
+			 */
+			for (int c = 0; c < 3; c++)
+				assert_true(v[c][1] + v[c][2] > 0);
 #endif
 		}
 		assert_int_equal(waiting, 0);
@@ -1783,9 +1845,10 @@ setup_pipeline(void)
 		                                    K_RR_CLOSED};
 		j->kind = r < (int)(sizeof(by_draw) / sizeof(by_draw[0])) ? by_draw[r] : K_NORMAL;
 		/* The Stripe refund kinds are Stripe's, the ABNORMAL, CLOSED and paid-after-close
-		 * ones WeChat Pay's, the cumulative one Alipay's. */
+		 * ones WeChat Pay's, the cumulative one Alipay's; the others (the reconciler's
+		 * too) any of the three. */
 		j->channel = j->kind == K_WX_ABNORMAL || j->kind == K_CLOSED_REFUND ||
-		                     j->kind == K_WX_PARTIAL_CLOSED || j->kind >= K_LOST
+		                     j->kind == K_WX_PARTIAL_CLOSED
 		                 ? 0
 		             : j->kind == K_ALI_CUMULATIVE ? 1
 		             : j->kind == K_REFUND || j->kind == K_PARTIAL || j->kind == K_BOTH ||

@@ -10,10 +10,11 @@
 #   3. ingest, a processor and a retrier: each scenario at a small size (the refund and
 #      edge-state ones of issue 16 with two to four orders), channel time compressed 600x,
 #      ladder 1 1 2 s, must exit 0.
-#   4. the reconciler against the simulator's channel API (`paycb-sim api`): payments whose
+#   4. the reconciler against the simulator's channel API (`paycb-sim api`, on every channel
+#      `run --api` registers: WeChat Pay, Alipay and Stripe by default): payments whose
 #      notification is dropped must be found by query (and are reported missing while no
 #      reconciler runs), and the refunds of paid-after-close, paid-twice and
-#      closed-other-amount payments are made once, as the channel's ledger shows (--api).
+#      closed-other-amount payments are made once, as each channel's ledger shows (--api).
 #   5. SIGTERM stops every daemon with status 0.
 #
 # Own database paycb_test_sim_$$, topic prefix and consumer group tsim$$, free ports: it runs
@@ -92,13 +93,15 @@ check "keys: generated with a configuration (exit $rc)" test "$rc" -eq 0
 ((rc == 0)) || diag "$OUT"
 check "keys: the daemons accept the configuration" bash -c "bin/paycb-ingest -n -c '$CONF' >/dev/null"
 check "keys: private keys are 0600" \
-	test "$(stat -c %a "$T"/keys/*/wx_platform_key.pem "$T"/keys/*/wx_pubkey_key.pem "$T"/keys/*/alipay_key.pem "$T"/keys/*/wx_merchant_key.pem | sort -u)" = 600
+	test "$(stat -c %a "$T"/keys/*/wx_platform_key.pem "$T"/keys/*/wx_pubkey_key.pem "$T"/keys/*/alipay_key.pem "$T"/keys/*/wx_merchant_key.pem "$T"/keys/*/alipay_app_key.pem | sort -u)" = 600
 check "keys: shared secrets are 0600" \
-	test "$(stat -c %a "$T"/keys/*/wx_apiv3_key "$T"/keys/*/stripe_whsec_* | sort -u)" = 600
-# The channels' private keys stay with the simulator; the one private key paycb's
-# configuration names is paycb's own, the merchant API key its reconciler signs calls with.
+	test "$(stat -c %a "$T"/keys/*/wx_apiv3_key "$T"/keys/*/stripe_whsec_* "$T"/keys/*/stripe_api_key | sort -u)" = 600
+# The channels' private keys stay with the simulator; the private keys paycb's configuration
+# names are paycb's own, which its reconciler signs calls with: the WeChat Pay merchant API
+# key and, when keys --api names the Alipay API too, the Alipay app key.
 check "keys: the configuration names no channel's private key" \
-	bash -c "! grep '_key.pem' '$CONF' | grep -qv 'merchant_key_file = .*/wx_merchant_key.pem'"
+	bash -c "! grep '_key.pem' '$CONF' | grep -v 'merchant_key_file = .*/wx_merchant_key.pem' |
+		grep -qv 'app_private_key_file = .*/alipay_app_key.pem'"
 check "keys: the configuration names the merchant API key for the reconciler" \
 	grep -q 'merchant_key_file = .*/wx_merchant_key.pem' "$CONF"
 check "keys: two merchants with all three channels" \
@@ -164,7 +167,8 @@ check "the channel API starts" pl_start_api channel-api "$CONF" "$API_PORT"
 dropped() {
 	sed -n "s/^  dropped notifications found by query  *\([0-9]*\)  *\([0-9]*\) .*/\1 \2/p" <<<"$OUT"
 }
-# Of 30 payments on three channels, the WeChat Pay ones (the API's channel) are all dropped.
+# Of 30 payments on three channels, those on the channels the API serves (by default all
+# three) are all dropped.
 sim "without a reconciler, dropped notifications are reported unfound" 1 \
 	--scenario load --orders 30 --api "$API" --dropped 1000 --wait 5
 read -r found want <<<"$(dropped)"

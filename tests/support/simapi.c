@@ -82,25 +82,34 @@ simapi_start(const char *conf, const char *keys, int port, const char *log)
 }
 
 int
-simapi_order(int port, const char *merchant, const char *order, long long minor,
-             const char *currency, const char *state, const char *txn)
+simapi_order_at(int port, const char *channel, const char *merchant, const char *order,
+                long long minor, const char *currency, const char *state, const char *txn)
 {
 	char form[512];
 
 	snprintf(form, sizeof(form),
-	         "merchant=%s&out_trade_no=%s&amount=%lld&currency=%s&state=%s%s%s", merchant,
-	         order, minor, currency, state, txn ? "&transaction_id=" : "", txn ? txn : "");
+	         "merchant=%s&channel=%s&out_trade_no=%s&amount=%lld&currency=%s&state=%s%s%s",
+	         merchant, channel, order, minor, currency, state, txn ? "&transaction_id=" : "",
+	         txn ? txn : "");
 	return simapi_post(port, "/_sim/order", form);
 }
 
 int
-simapi_ledger(int port, const char *merchant, const char *order, long long *refunded,
-              long long *nrefunds, long long *posts)
+simapi_order(int port, const char *merchant, const char *order, long long minor,
+             const char *currency, const char *state, const char *txn)
+{
+	return simapi_order_at(port, "wxpay", merchant, order, minor, currency, state, txn);
+}
+
+int
+simapi_ledger(int port, const char *channel, const char *merchant, const char *order,
+              long long *refunded, long long *nrefunds, long long *posts)
 {
 	char path[400];
 	json_t *j;
 
-	snprintf(path, sizeof(path), "/_sim/ledger?merchant=%s&out_trade_no=%s", merchant, order);
+	snprintf(path, sizeof(path), "/_sim/ledger?merchant=%s&out_trade_no=%s&channel=%s",
+	         merchant, order, channel);
 	if (simapi_get(port, path, &j) != 0)
 		return -1;
 	*refunded = json_integer_value(json_object_get(j, "refunded"));
@@ -128,9 +137,11 @@ simapi_conf(const char *base, const char *keys_dir, const char *merchant, int po
             char *const *sets, int nsets, const char *out, char *err, size_t errlen)
 {
 	struct sim_mfiles mf;
+	char url[64];
 
 	if (sim_keys_make(keys_dir, merchant, 0, &mf, err, errlen) != 0)
 		return -1;
-	snprintf(mf.wx_api_base, sizeof(mf.wx_api_base), "http://127.0.0.1:%d/wx", port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	sim_mfiles_api(&mf, url);
 	return sim_conf_write(base, out, &mf, 1, sets, nsets, err, errlen);
 }
