@@ -4,18 +4,23 @@
 #   1. ingest alone: throughput and acknowledgement latency at 8, 64 and 256 concurrent
 #      clients sending unique signed notifications of all three channels (paycb-sim run
 #      --scenario load --ingest-only), beside the database's own ceiling for the same
-#      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve), then
-#      open loop at half of the best of those rates for the latency target, and genuine
+#      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve) and
+#      the INSERT then a publish waited for (--shape publish: what an acknowledgement must
+#      cost at least), then open loop at half of the best of those rates for the latency target, and genuine
 #      traffic's p99 at a quarter of it alone and beside a junk flood (paycb-sim junk);
 #   2. three storms of 1,000 concurrent copies of one notification (one per channel), answered;
 #   3. processing: a backlog of payments drained by 1, 2 and 4 processors on 12 partitions
 #      (paycb-sim drain), beside the database's ceiling for the processor's statements by
 #      a plain client at the same concurrency (dbceiling --shape process);
-#   4. end to end: the whole pipeline's maximum rate with everything running, then
-#      ack -> order PAID at half of it;
+#   4. end to end: the whole pipeline's maximum rate with everything running, beside the
+#      database-only ceiling of whole payments (--shape payment: the reservation and the
+#      processor's transaction by plain clients), then ack -> order PAID at half of it;
 #   5. CPU seconds per component during phases 1, 3 and 4 (from /proc/PID/stat), and the CPU
-#      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4;
-#   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present).
+#      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4; for phase 4
+#      and idle also round trips to MariaDB and requests to the broker per process (ss -ti),
+#      MariaDB's statements and commits, and wake-ups (context switches);
+#   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present);
+#   7. charts of the run (tools/bench_plot.sh, with gnuplot if installed) in var/bench/charts.
 #
 # Its own database (paycb_bench, dropped at the start and the end), topic prefixes
 # pbench / pbench_ingest, consumer group pbench and free ports, so it runs beside the demo.
@@ -172,10 +177,12 @@ act_snap() {
 	conn_snap "$DBPORT" >"$f.db"
 	conn_snap "$KPORT" >"$f.kafka"
 	sql "SHOW GLOBAL STATUS WHERE Variable_name IN ($DB_STATUS)" >"$f.status" 2>/dev/null || :
+	# MariaDB is left out: its pool threads come and go, and a thread that ended takes its
+	# switches with it, so a sum over the living threads can even fall.
 	# shellcheck disable=SC2086 # word splitting of pid lists is wanted
-	printf 'ingest %s\nprocessors %s\nretrier %s\nmariadb %s\nkafka %s\n' \
+	printf 'ingest %s\nprocessors %s\nretrier %s\nkafka %s\n' \
 		"$(ctxt_sum "$(pl_pid ingest)")" "$(ctxt_sum $procs)" "$(ctxt_sum "$(pl_pid retrier)")" \
-		"$(ctxt_sum "$MDB")" "$(ctxt_sum "$KFK")" >"$f.ctxt"
+		"$(ctxt_sum "$KFK")" >"$f.ctxt"
 }
 # act_per PHASE KIND PER - a phase's deltas of KIND (db, kafka, status, ctxt) divided by PER,
 # one "name value..." line each, two decimals.
@@ -302,11 +309,14 @@ pl_start processor-2 "$CONF" paycb-processor 0
 pl_start retrier "$CONF" paycb-retrier "$RETRIER_ADMIN"
 mark=$(bin/paycb-sim drain -c "$CONF" --mark)
 say "end to end: the pipeline's maximum, $N_BACKLOG payments from 16 clients, everything running"
+cpu_phase e2emax begin
 "${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
 	--concurrency 16 --wait 300 --report "$B/e2emax-run.kv" >"$B/log/sim-e2e-max.log" 2>&1 ||
 	{ tail -n 30 "$B/log/sim-e2e-max.log"; exit 1; }
 bin/paycb-sim drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
 	--report "$B/e2emax.kv" >"$B/log/drain-e2e-max.log" 2>&1 || { cat "$B/log/drain-e2e-max.log"; exit 1; }
+cpu_phase e2emax end
+CPU[e2emax.sim]=$(kv "$B/e2emax-run.kv" cpu_ms)
 MAX=$(kv "$B/e2emax.kv" drain_rate)
 RATE=$((MAX / 2 > 1 ? MAX / 2 : 1))
 E2E_N=$((RATE * 30))
@@ -407,7 +417,8 @@ report() {
 	printf '   %-34s %8s %11s %8s %8s %8s %8s | %s\n' phase ingest processors retrier mariadb kafka sim \
 		"CPU ms per callback"
 	for ph in "ingest:1. ingest, 64 clients, $N_INGEST:$N_INGEST" \
-		"process:3. 2 processors drain $N_BACKLOG:$N_BACKLOG" "e2e:4. end to end, $E2E_N:$E2E_N"; do
+		"process:3. 2 processors drain $N_BACKLOG:$N_BACKLOG" "e2emax:4. at the maximum, $N_BACKLOG:$N_BACKLOG" \
+		"e2e:4. end to end, $E2E_N:$E2E_N"; do
 		IFS=: read -r key label count <<<"$ph"
 		local tot=0 c line=""
 		for c in ingest processors retrier mariadb kafka sim; do
@@ -440,4 +451,20 @@ report() {
 	echo
 	echo "total bench time $((($(pl_now_ms) - T0) / 1000)) s; raw reports and logs in $B"
 }
+# cpu_dat - CPU ms per payment by process and phase, for tools/bench_plot.sh's chart.
+cpu_dat() {
+	local ph key count c
+	echo "# phase ingest processors retrier mariadb kafka sim (CPU ms per payment)"
+	for ph in "ingest-64:ingest:$N_INGEST" "drain-2:process:$N_BACKLOG" "e2e-max:e2emax:$N_BACKLOG" \
+		"e2e-half:e2e:$E2E_N"; do
+		IFS=: read -r label key count <<<"$ph"
+		printf '%s' "$label"
+		for c in ingest processors retrier mariadb kafka sim; do
+			printf ' %s' "$(awk -v v="${CPU[$key.$c]:-0}" -v n="$count" 'BEGIN { printf "%.3f", v / n }')"
+		done
+		echo
+	done
+}
 report | tee "$B/results.txt"
+cpu_dat >"$B/cpu.dat"
+tools/bench_plot.sh "$B" || say "charts failed; the figures above stand"
