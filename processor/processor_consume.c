@@ -432,15 +432,20 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 	int n = 0, taken = 0;
 
 	while (m != NULL) {
+		/*
+		 * The run ends before m is looked at: a run that falls back may hold its
+		 * partition, and m, of another partition or after a full run, must be judged
+		 * against that hold (a held partition's later messages are never applied).
+		 */
+		if (n > 0 && (m->err || n == PROC_BATCH_MAX || m->rkt != ms[0]->rkt ||
+		              m->partition != ms[0]->partition)) {
+			proc_flush(w, ms, cbs, n);
+			n = 0;
+		}
 		if (!proc_batchable(w, m, &cb)) {
 			proc_flush(w, ms, cbs, n);
 			proc_one(w, m);
 			return;
-		}
-		if (n == PROC_BATCH_MAX ||
-		    (n > 0 && (m->rkt != ms[0]->rkt || m->partition != ms[0]->partition))) {
-			proc_flush(w, ms, cbs, n);
-			n = 0;
 		}
 		cbs[n] = cb;
 		ms[n++] = m;
