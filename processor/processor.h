@@ -199,7 +199,7 @@ void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_part
 /* processor_handle.c */
 enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);
 /* The most messages of one partition applied in one transaction. */
-#define PROC_BATCH_MAX 32
+#define PROC_BATCH_MAX 8
 /*
  * Applies the n callback messages ms (of one partition, in order) in one transaction, each
  * with its own unchanged state machine, and after the commit logs and relays each as
