@@ -156,6 +156,7 @@ stop:
 	@tools/demo.sh stop
 
 bench: all
+	@deploy/local/deps.sh --bench
 	@tools/bench.sh
 
 format:

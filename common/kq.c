@@ -107,7 +107,7 @@ kq_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	if (m->err) {
 		atomic_fetch_add(&p->failed, 1);
 		log_warn(NULL, "event=kafka_delivery_failed topic=%s error=\"%s\"",
-			 rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+		         rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
 	} else {
 		atomic_fetch_add(&p->delivered, 1);
 		if (atomic_exchange(&p->down, 0))
@@ -147,8 +147,13 @@ kq_poll_main(void *arg)
 {
 	struct kq_producer *p = arg;
 
+	/*
+	 * A delivery report ends the wait at once, and kq_producer_free wakes it with
+	 * rd_kafka_yield, so the timeout only bounds an idle wait: a second, not the 50 ms that
+	 * woke every idle process 20 times a second.
+	 */
 	while (!atomic_load(&p->stop))
-		rd_kafka_poll(p->rk, 50);
+		rd_kafka_poll(p->rk, 1000);
 	return NULL;
 }
 
@@ -198,16 +203,15 @@ fail:
 
 static int
 kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
-	size_t vlen, struct kq_wait *w, char *err, size_t errlen)
+        size_t vlen, struct kq_wait *w, char *err, size_t errlen)
 {
 	rd_kafka_resp_err_t e;
 
 	for (int tries = 0;; tries++) {
-		e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic),
-				      RD_KAFKA_V_KEY((void *)key, klen),
-				      RD_KAFKA_V_VALUE((void *)val, vlen),
-				      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(w),
-				      RD_KAFKA_V_END);
+		e = rd_kafka_producev(
+		    p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)key, klen),
+		    RD_KAFKA_V_VALUE((void *)val, vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+		    RD_KAFKA_V_OPAQUE(w), RD_KAFKA_V_END);
 		/* A full queue drains as the poller serves reports; wait a little, bounded. */
 		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && tries < 50) {
 			struct timespec ts = {0, 10 * 1000 * 1000};
@@ -224,15 +228,15 @@ kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, 
 }
 
 int
-kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen,
-	   const void *val, size_t vlen, char *err, size_t errlen)
+kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
+           size_t vlen, char *err, size_t errlen)
 {
 	return kq_send(p, topic, key, klen, val, vlen, NULL, err, errlen);
 }
 
 struct kq_wait *
 kq_produce_start(struct kq_producer *p, const char *topic, const void *key, size_t klen,
-		 const void *val, size_t vlen, char *err, size_t errlen)
+                 const void *val, size_t vlen, char *err, size_t errlen)
 {
 	struct kq_wait *w;
 
@@ -276,7 +280,7 @@ kq_wait_end(struct kq_wait *w, const struct timespec *dl, char *err, size_t errl
 
 int
 kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_t klen,
-		const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen)
+                const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen)
 {
 	struct kq_wait *w;
 	struct timespec dl;
@@ -365,6 +369,7 @@ kq_producer_free(struct kq_producer *p)
 	for (int i = 0; i < 100 && rd_kafka_outq_len(p->rk) > 0; i++)
 		rd_kafka_poll(p->rk, 50);
 	atomic_store(&p->stop, 1);
+	rd_kafka_yield(p->rk);
 	pthread_join(p->poller, NULL);
 	rd_kafka_destroy(p->rk);
 	free(p);
@@ -372,7 +377,7 @@ kq_producer_free(struct kq_producer *p)
 
 static void
 kq_default_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-		     rd_kafka_topic_partition_list_t *parts, void *opaque)
+                     rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
 	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
 
@@ -392,10 +397,10 @@ kq_default_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 rd_kafka_t *
 kq_consumer_new(const struct conf_kafka *cf, const char *group, const char *const *topics,
-		int ntopics,
-		void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
-				     rd_kafka_topic_partition_list_t *, void *),
-		void *opaque, char *err, size_t errlen)
+                int ntopics,
+                void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
+                                     rd_kafka_topic_partition_list_t *, void *),
+                void *opaque, char *err, size_t errlen)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	rd_kafka_topic_partition_list_t *subs = NULL;
@@ -403,14 +408,20 @@ kq_consumer_new(const struct conf_kafka *cf, const char *group, const char *cons
 	rd_kafka_resp_err_t e;
 	char es[256];
 
-	if (kq_conf_common(conf, cf, err, errlen) ||
-	    kq_set(conf, "group.id", group, err, errlen) ||
+	if (kq_conf_common(conf, cf, err, errlen) || kq_set(conf, "group.id", group, err, errlen) ||
 	    kq_set(conf, "enable.auto.offset.store", "false", err, errlen) ||
 	    kq_set(conf, "enable.auto.commit", "true", err, errlen) ||
 	    kq_set(conf, "auto.commit.interval.ms", "1000", err, errlen) ||
 	    kq_set(conf, "auto.offset.reset", "earliest", err, errlen) ||
 	    kq_set(conf, "session.timeout.ms", "10000", err, errlen) ||
 	    kq_set(conf, "heartbeat.interval.ms", "1000", err, errlen) ||
+	    /*
+	     * An idle consumer's fetch waits at the broker this long for a message (one arrives
+	     * and the fetch returns at once), so it bounds idle fetches, not latency: 500 ms made
+	     * two empty fetches a second per consumer. A partition resumed or sought while a
+	     * fetch waits joins the next one, so a hold's release can be late by up to this.
+	     */
+	    kq_set(conf, "fetch.wait.max.ms", "1000", err, errlen) ||
 	    kq_set(conf, "enable.partition.eof", "false", err, errlen))
 		goto fail;
 	rd_kafka_conf_set_opaque(conf, opaque);

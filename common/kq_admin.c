@@ -38,13 +38,13 @@ kq_admin_wait(rd_kafka_queue_t *q, const char *what, int timeout_ms, char *err, 
 /* kq_admin_check - the per-topic results of an admin call; skip is an error that is fine. */
 static int
 kq_admin_check(const rd_kafka_topic_result_t **tr, size_t cnt, rd_kafka_resp_err_t skip,
-	       const char *what, char *err, size_t errlen)
+               const char *what, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < cnt; i++) {
 		rd_kafka_resp_err_t e = rd_kafka_topic_result_error(tr[i]);
 		if (e && e != skip) {
 			snprintf(err, errlen, "%s %s: %s", what, rd_kafka_topic_result_name(tr[i]),
-				 rd_kafka_topic_result_error_string(tr[i]));
+			         rd_kafka_topic_result_error_string(tr[i]));
 			return -1;
 		}
 	}
@@ -101,7 +101,7 @@ kq_topic_ready(rd_kafka_t *rk, const char *topic, int want)
  */
 static int
 kq_wait_ready(rd_kafka_t *rk, const char *const *names, const int *partitions, int n,
-	      int timeout_ms, char *err, size_t errlen)
+              int timeout_ms, char *err, size_t errlen)
 {
 	struct timespec dl;
 
@@ -110,8 +110,8 @@ kq_wait_ready(rd_kafka_t *rk, const char *const *names, const int *partitions, i
 		while (!kq_topic_ready(rk, names[i], partitions[i])) {
 			if (clock_deadline_passed(&dl)) {
 				snprintf(err, errlen,
-					 "topic %s: no leader for every partition within %d ms",
-					 names[i], timeout_ms);
+				         "topic %s: no leader for every partition within %d ms",
+				         names[i], timeout_ms);
 				return -1;
 			}
 			rd_kafka_poll(rk, 100);
@@ -122,7 +122,7 @@ kq_wait_ready(rd_kafka_t *rk, const char *const *names, const int *partitions, i
 /* kq_grow - CreatePartitions for the topics of names[] whose had[] is below partitions[]. */
 static int
 kq_grow(rd_kafka_t *rk, const char *const *names, const int *partitions, const int *had, int n,
-	int timeout_ms, char *err, size_t errlen)
+        int timeout_ms, char *err, size_t errlen)
 {
 	rd_kafka_NewPartitions_t **np = calloc((size_t)n, sizeof(*np));
 	rd_kafka_queue_t *q = NULL;
@@ -138,7 +138,7 @@ kq_grow(rd_kafka_t *rk, const char *const *names, const int *partitions, const i
 		if (had[i] <= 0 || had[i] >= partitions[i])
 			continue;
 		if ((np[k] = rd_kafka_NewPartitions_new(names[i], (size_t)partitions[i], es,
-							sizeof(es))) == NULL) {
+		                                        sizeof(es))) == NULL) {
 			snprintf(err, errlen, "topic %s: %s", names[i], es);
 			goto done;
 		}
@@ -169,10 +169,40 @@ done:
 	return rc;
 }
 
+/*
+ * kq_existing - from a CreateTopics result, the partition counts of the topics that were
+ * there already into was[] (0 for the ones just created). Returns 0 or -1 with err.
+ */
+static int
+kq_existing(rd_kafka_t *rk, rd_kafka_event_t *ev, const char *const *names, int n, int *was,
+            int timeout_ms, char *err, size_t errlen)
+{
+	size_t cnt;
+	const rd_kafka_topic_result_t **tr =
+	    rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
+
+	if (kq_admin_check(tr, cnt, RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "create topic", err,
+	                   errlen) != 0)
+		return -1;
+	for (size_t i = 0; i < cnt; i++) {
+		if (rd_kafka_topic_result_error(tr[i]) == RD_KAFKA_RESP_ERR_NO_ERROR)
+			continue;
+		for (int j = 0; j < n; j++) {
+			if (strcmp(names[j], rd_kafka_topic_result_name(tr[i])) != 0)
+				continue;
+			if ((was[j] = kq_partition_count(rk, names[j], timeout_ms)) < 0) {
+				snprintf(err, errlen, "topic %s: no metadata", names[j]);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
 int
 kq_create_topics(const struct conf_kafka *cf, const char *const *names, const int *partitions,
-		 const long long *retention_ms, int n, int timeout_ms, int *had, char *err,
-		 size_t errlen)
+                 const long long *retention_ms, int n, int timeout_ms, int *had, char *err,
+                 size_t errlen)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	rd_kafka_NewTopic_t **nt = calloc((size_t)n, sizeof(*nt));
@@ -209,27 +239,8 @@ kq_create_topics(const struct conf_kafka *cf, const char *const *names, const in
 	rd_kafka_CreateTopics(rk, nt, (size_t)n, NULL, q);
 	if ((ev = kq_admin_wait(q, "create topics", timeout_ms, err, errlen)) == NULL)
 		goto done;
-	{
-		size_t cnt;
-		const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(
-		    rd_kafka_event_CreateTopics_result(ev), &cnt);
-		if (kq_admin_check(tr, cnt, RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "create topic",
-				   err, errlen) != 0)
-			goto done;
-		/* The topics that were there already: how many partitions they have. */
-		for (size_t i = 0; i < cnt; i++) {
-			if (rd_kafka_topic_result_error(tr[i]) == RD_KAFKA_RESP_ERR_NO_ERROR)
-				continue;
-			for (int j = 0; j < n; j++) {
-				if (strcmp(names[j], rd_kafka_topic_result_name(tr[i])) != 0)
-					continue;
-				if ((was[j] = kq_partition_count(rk, names[j], timeout_ms)) < 0) {
-					snprintf(err, errlen, "topic %s: no metadata", names[j]);
-					goto done;
-				}
-			}
-		}
-	}
+	if (kq_existing(rk, ev, names, n, was, timeout_ms, err, errlen) != 0)
+		goto done;
 	if (kq_grow(rk, names, partitions, was, n, timeout_ms, err, errlen) != 0 ||
 	    kq_wait_ready(rk, names, partitions, n, timeout_ms, err, errlen) != 0)
 		goto done;

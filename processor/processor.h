@@ -81,6 +81,9 @@ struct proc_worker {
 	int nseen, capseen;
 	long long outage_since_ms; /* monotonic; 0 while the database answers */
 	long long backoff_ms;
+	/* Set while a batch's transaction is open: the per-message BEGIN and COMMIT are the
+	 * batch's own (processor_handle.c, proc_handle_batch). */
+	int batching;
 };
 
 struct proc {
@@ -195,6 +198,16 @@ void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_part
 
 /* processor_handle.c */
 enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);
+/* The most messages of one partition applied in one transaction. */
+#define PROC_BATCH_MAX 8
+/*
+ * Applies the n callback messages ms (of one partition, in order) in one transaction, each
+ * with its own unchanged state machine, and after the commit logs and relays each as
+ * proc_handle does. Returns 1 when all were applied (the caller stores their offsets), 0
+ * when nothing was (a message that needs anything but a plain first application, any
+ * failure: the transaction is rolled back and the caller handles each message alone).
+ */
+int proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n);
 
 /* processor_pay.c */
 enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result *r);
@@ -218,7 +231,7 @@ int proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock
  * not in the state the decision read (rolled back, a retryable failure).
  */
 int proc_order_change(struct proc_worker *w, const char *sql, const struct db_in *in, int nin,
-		      struct proc_result *r, enum proc_tx *tx);
+                      struct proc_result *r, enum proc_tx *tx);
 
 /* processor_refund.c */
 enum proc_tx proc_refund(struct proc_worker *w, const struct msg_callback *m,
@@ -256,6 +269,9 @@ void proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_resu
 enum proc_tx proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what,
                            struct proc_result *r);
 void proc_rollback(struct db *db);
+/* BEGIN and COMMIT of one message's transaction; no-ops inside a batch's transaction. */
+enum db_rc proc_begin(struct proc_worker *w);
+enum db_rc proc_commit(struct proc_worker *w);
 enum db_rc proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind,
                       const char *detail, struct proc_result *r);
 enum proc_tx proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,

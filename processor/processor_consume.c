@@ -2,9 +2,12 @@
  * processor_consume - a worker's consumer loop, its rebalance callback, its holds, and the
  * request to stop the process that a worker (or the daemon) makes.
  *
- * A worker polls with a short timeout and handles one message at a time; the message's
- * offset is stored only once its work is finished (see processor_handle.c), and librdkafka
- * commits stored offsets every second and when partitions are revoked.
+ * A worker polls with a short timeout, then takes whatever else is ready without waiting:
+ * a run of main-topic messages of one partition (up to PROC_BATCH_MAX) is applied in one
+ * transaction (proc_handle_batch), and anything else, or a batch that does not apply, one
+ * message at a time. A message's offset is stored only once its work is committed (see
+ * processor_handle.c), and librdkafka commits stored offsets every second and when
+ * partitions are revoked.
  *
  * A message that must wait - a delay-topic message not yet due (its timestamp plus the
  * topic's delay, but never later than the delay after this worker first saw it, so a
@@ -58,11 +61,12 @@ proc_seek(struct proc_worker *w, const char *topic, int32_t partition, int64_t o
 	e = rd_kafka_seek_partitions(w->rk, l, PROC_SEEK_TIMEOUT_MS);
 	if (e) {
 		log_warn(NULL, "event=seek_failed topic=%s partition=%d offset=%lld error=\"%s\"",
-			 topic, (int)partition, (long long)offset, rd_kafka_error_string(e));
+		         topic, (int)partition, (long long)offset, rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
 	} else if (l->elems[0].err) {
 		log_warn(NULL, "event=seek_failed topic=%s partition=%d offset=%lld error=\"%s\"",
-			 topic, (int)partition, (long long)offset, rd_kafka_err2str(l->elems[0].err));
+		         topic, (int)partition, (long long)offset,
+		         rd_kafka_err2str(l->elems[0].err));
 	} else {
 		rc = 0;
 	}
@@ -83,7 +87,7 @@ proc_pause(struct proc_worker *w, const char *topic, int32_t partition, int paus
 	rd_kafka_topic_partition_list_destroy(l);
 	if (e) {
 		log_warn(NULL, "event=%s_failed topic=%s partition=%d error=\"%s\"",
-			 pause ? "pause" : "resume", topic, (int)partition, rd_kafka_err2str(e));
+		         pause ? "pause" : "resume", topic, (int)partition, rd_kafka_err2str(e));
 		return -1;
 	}
 	return 0;
@@ -167,7 +171,7 @@ proc_holds_release(struct proc_worker *w)
  */
 static long long
 proc_first_seen(struct proc_worker *w, const char *topic, int32_t partition, int64_t offset,
-		long long now, int *fresh)
+                long long now, int *fresh)
 {
 	struct proc_seen *e = NULL;
 
@@ -203,7 +207,7 @@ proc_first_seen(struct proc_worker *w, const char *topic, int32_t partition, int
  */
 static void
 proc_seen_drop(struct proc_worker *w, const rd_kafka_topic_partition_list_t *parts,
-	       const char *topic, int32_t partition)
+               const char *topic, int32_t partition)
 {
 	if (parts == NULL && topic == NULL) {
 		w->nseen = 0;
@@ -235,8 +239,8 @@ proc_holds_drop(struct proc_worker *w, const rd_kafka_topic_partition_list_t *pa
 		return;
 	}
 	for (int i = 0; i < parts->cnt; i++) {
-		struct proc_hold *h = proc_hold_find(w, parts->elems[i].topic,
-						     parts->elems[i].partition);
+		struct proc_hold *h =
+		    proc_hold_find(w, parts->elems[i].topic, parts->elems[i].partition);
 		if (h)
 			proc_hold_remove(w, h);
 	}
@@ -253,7 +257,7 @@ proc_holds_drop(struct proc_worker *w, const rd_kafka_topic_partition_list_t *pa
  */
 void
 proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
-	       void *opaque)
+               void *opaque)
 {
 	struct proc_worker *w = opaque;
 	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
@@ -268,7 +272,7 @@ proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
 		/* librdkafka keeps an application pause across re-assignment; undo it. */
 		rd_kafka_resume_partitions(rk, parts);
 		log_info(NULL, "event=assigned thread=%d partitions=%d protocol=%s", w->index,
-			 parts->cnt, coop ? "cooperative" : "eager");
+		         parts->cnt, coop ? "cooperative" : "eager");
 	} else {
 		proc_holds_drop(w, coop ? parts : NULL);
 		if (coop)
@@ -276,11 +280,11 @@ proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
 		else
 			rd_kafka_assign(rk, NULL);
 		log_info(NULL, "event=revoked thread=%d partitions=%d lost=%d", w->index,
-			 parts->cnt, rd_kafka_assignment_lost(rk));
+		         parts->cnt, rd_kafka_assignment_lost(rk));
 	}
 	if (e) {
 		log_error(NULL, "event=rebalance_failed thread=%d error=\"%s\"", w->index,
-			  rd_kafka_error_string(e));
+		          rd_kafka_error_string(e));
 		rd_kafka_error_destroy(e);
 	}
 }
@@ -303,7 +307,7 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 	if (msg_callback_decode(m->payload, m->len, &cb, err, sizeof(err)) != 0) {
 		/* It can never become valid; keeping it would stop its partition for good. */
 		log_error(NULL, "event=bad_message topic=%s partition=%d offset=%lld error=\"%s\"",
-			  topic, (int)m->partition, (long long)m->offset, err);
+		          topic, (int)m->partition, (long long)m->offset, err);
 		kq_store(w->rk, m);
 		return;
 	}
@@ -322,16 +326,16 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 				due = first + delay_s * 1000;
 				if (fresh)
 					log_warn(cblog_ref(id, sizeof(id), cb.log, cb.id),
-						 "event=hold_capped topic=%s partition=%d "
-						 "offset=%lld timestamp_ahead_ms=%lld",
-						 topic, (int)m->partition, (long long)m->offset,
-						 ts - now);
+					         "event=hold_capped topic=%s partition=%d "
+					         "offset=%lld timestamp_ahead_ms=%lld",
+					         topic, (int)m->partition, (long long)m->offset,
+					         ts - now);
 			}
 		}
 		if (due > now) {
 			log_debug(cblog_ref(id, sizeof(id), cb.log, cb.id),
-				  "event=held topic=%s partition=%d offset=%lld due_in_ms=%lld", topic,
-				  (int)m->partition, (long long)m->offset, due - now);
+			          "event=held topic=%s partition=%d offset=%lld due_in_ms=%lld",
+			          topic, (int)m->partition, (long long)m->offset, due - now);
 			proc_hold(w, m, due);
 			return;
 		}
@@ -342,15 +346,112 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 		w->backoff_ms = PROC_BACKOFF_MIN_MS;
 		w->outage_since_ms = 0;
 		if (kq_store(w->rk, m) != 0)
-			log_warn(NULL, "event=store_failed topic=%s partition=%d offset=%lld", topic,
-				 (int)m->partition, (long long)m->offset);
+			log_warn(NULL, "event=store_failed topic=%s partition=%d offset=%lld",
+			         topic, (int)m->partition, (long long)m->offset);
 		return;
 	}
 	if (rc == PROC_DB_DOWN && w->outage_since_ms == 0)
 		w->outage_since_ms = clock_mono_ms();
 	proc_hold(w, m, clock_wall_ms() + w->backoff_ms);
-	w->backoff_ms = w->backoff_ms * 2 > PROC_BACKOFF_MAX_MS ? PROC_BACKOFF_MAX_MS
-							       : w->backoff_ms * 2;
+	w->backoff_ms =
+	    w->backoff_ms * 2 > PROC_BACKOFF_MAX_MS ? PROC_BACKOFF_MAX_MS : w->backoff_ms * 2;
+}
+
+/*
+ * proc_batchable - whether m may join a batch (decoded into cb): a message of the main topic
+ * (a delay topic's may have to be held), of a partition not held, that decodes. Anything
+ * else goes through proc_consume alone.
+ */
+static int
+proc_batchable(struct proc_worker *w, const rd_kafka_message_t *m, struct msg_callback *cb)
+{
+	char err[256];
+	const char *topic;
+
+	if (m->err)
+		return 0;
+	topic = rd_kafka_topic_name(m->rkt);
+	return strcmp(topic, w->p->topic_main) == 0 &&
+	       proc_hold_find(w, topic, m->partition) == NULL &&
+	       msg_callback_decode(m->payload, m->len, cb, err, sizeof(err)) == 0;
+}
+
+/* proc_one - one polled message alone: a consumer error is logged, a message consumed. */
+static void
+proc_one(struct proc_worker *w, rd_kafka_message_t *m)
+{
+	if (m->err) {
+		/* Consumer errors are informational: librdkafka recovers by itself. */
+		if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+			log_warn(NULL, "event=consumer_error thread=%d error=\"%s\"", w->index,
+			         rd_kafka_message_errstr(m));
+	} else {
+		proc_consume(w, m);
+	}
+	rd_kafka_message_destroy(m);
+}
+
+/*
+ * proc_flush - the n messages of one partition collected in ms: applied in one transaction
+ * and their offsets stored after its commit, or, when the batch does not apply, each alone
+ * in order (a hold then stops the rest of its partition as it always does).
+ */
+static void
+proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_callback *cbs, int n)
+{
+	if (n > 1 && proc_handle_batch(w, cbs, n)) {
+		w->backoff_ms = PROC_BACKOFF_MIN_MS;
+		w->outage_since_ms = 0;
+		for (int i = 0; i < n; i++) {
+			if (kq_store(w->rk, ms[i]) != 0)
+				log_warn(NULL,
+				         "event=store_failed topic=%s partition=%d offset=%lld",
+				         rd_kafka_topic_name(ms[i]->rkt), (int)ms[i]->partition,
+				         (long long)ms[i]->offset);
+			rd_kafka_message_destroy(ms[i]);
+		}
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		proc_one(w, ms[i]);
+}
+
+/*
+ * proc_take - m and whatever else is ready at once (a poll without waiting), in runs of one
+ * partition's messages of up to PROC_BATCH_MAX: each run is one batch. A fetch delivers a
+ * partition's messages together, so under load the runs are long and idle it is one message
+ * at a time, as before. At most PROC_TAKE_MAX messages per call, so the loop still checks
+ * its stop flag and releases its holds under a backlog.
+ */
+#define PROC_TAKE_MAX (4 * PROC_BATCH_MAX)
+static void
+proc_take(struct proc_worker *w, rd_kafka_message_t *m)
+{
+	rd_kafka_message_t *ms[PROC_BATCH_MAX];
+	struct msg_callback cbs[PROC_BATCH_MAX], cb;
+	int n = 0, taken = 0;
+
+	while (m != NULL) {
+		/*
+		 * The run ends before m is looked at: a run that falls back may hold its
+		 * partition, and m, of another partition or after a full run, must be judged
+		 * against that hold (a held partition's later messages are never applied).
+		 */
+		if (n > 0 && (m->err || n == PROC_BATCH_MAX || m->rkt != ms[0]->rkt ||
+		              m->partition != ms[0]->partition)) {
+			proc_flush(w, ms, cbs, n);
+			n = 0;
+		}
+		if (!proc_batchable(w, m, &cb)) {
+			proc_flush(w, ms, cbs, n);
+			proc_one(w, m);
+			return;
+		}
+		cbs[n] = cb;
+		ms[n++] = m;
+		m = ++taken < PROC_TAKE_MAX ? rd_kafka_consumer_poll(w->rk, 0) : NULL;
+	}
+	proc_flush(w, ms, cbs, n);
 }
 
 /*
@@ -380,22 +481,14 @@ proc_worker_main(void *arg)
 
 		if (w->outage_since_ms && clock_mono_ms() - w->outage_since_ms >= max_ms) {
 			log_error(NULL, "event=db_outage thread=%d seconds=%lld action=exit",
-				  w->index, p->cf->processor.db_outage_max_s);
+			          w->index, p->cf->processor.db_outage_max_s);
 			proc_request_exit(p, EXIT_UNAVAILABLE);
 			break;
 		}
 		proc_holds_release(w);
 		if ((m = rd_kafka_consumer_poll(w->rk, 100)) == NULL)
 			continue;
-		if (m->err) {
-			/* Consumer errors are informational: librdkafka recovers by itself. */
-			if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
-				log_warn(NULL, "event=consumer_error thread=%d error=\"%s\"", w->index,
-					 rd_kafka_message_errstr(m));
-		} else {
-			proc_consume(w, m);
-		}
-		rd_kafka_message_destroy(m);
+		proc_take(w, m);
 	}
 	/* Commits the stored offsets and leaves the group (the revoke runs the callback). */
 	rd_kafka_consumer_close(w->rk);

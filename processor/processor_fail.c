@@ -22,14 +22,14 @@
 #include "money.h"
 
 /* The statements on a row of either callback log, indexed by its enum cblog. */
-#define MARK_DONE_SQL(T)                                                                       \
+#define MARK_DONE_SQL(T)                                                                           \
 	"UPDATE " T " SET status = 1, outcome = ?, done_at = NOW(3) WHERE id = ? AND status = 0"
-#define MARK_DEAD_SQL(T)                                                                       \
-	"UPDATE " T " SET status = 2, outcome = ?, last_error = ?, done_at = NOW(3), "            \
-	"dead_at = NOW(3), dead_reason = ?, dlq_sent_at = NULL, next_retry_at = NOW(3) "          \
+#define MARK_DEAD_SQL(T)                                                                           \
+	"UPDATE " T " SET status = 2, outcome = ?, last_error = ?, done_at = NOW(3), "             \
+	"dead_at = NOW(3), dead_reason = ?, dlq_sent_at = NULL, next_retry_at = NOW(3) "           \
 	"WHERE id = ? AND status = 0"
-#define COUNT_FAILURE_SQL(T)                                                                   \
-	"UPDATE " T " SET retry_count = retry_count + 1, republish_count = 0, last_error = ?, "   \
+#define COUNT_FAILURE_SQL(T)                                                                       \
+	"UPDATE " T " SET retry_count = retry_count + 1, republish_count = 0, last_error = ?, "    \
 	"next_retry_at = NOW(3) WHERE id = ? AND status = 0 AND retry_count = ? - 1"
 #define RETRY_COUNT_SQL(T) "SELECT retry_count FROM " T " WHERE id = ?"
 
@@ -60,6 +60,18 @@ proc_rollback(struct db *db)
 		db_rollback(db);
 }
 
+enum db_rc
+proc_begin(struct proc_worker *w)
+{
+	return w->batching ? DB_OK : db_begin(&w->db);
+}
+
+enum db_rc
+proc_commit(struct proc_worker *w)
+{
+	return w->batching ? DB_OK : db_commit(&w->db);
+}
+
 /*
  * proc_tx_error - ends a transaction after statement `what` failed with rc. A lost
  * connection means the outcome is unknown or rolled back: redeliver. Deadlocks, lock wait
@@ -70,7 +82,7 @@ enum proc_tx
 proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what, struct proc_result *r)
 {
 	snprintf(r->reason, sizeof(r->reason), "%s: %s: %s", what, db_rc_name(rc),
-		 w->db.last_error);
+	         w->db.last_error);
 	if (w->db.broken)
 		return TX_DB_DOWN;
 	proc_rollback(&w->db);
@@ -78,17 +90,17 @@ proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what, struct pro
 }
 
 enum db_rc
-proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind,
-	   const char *detail, struct proc_result *r)
+proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind, const char *detail,
+           struct proc_result *r)
 {
 	struct db_in in[5] = {DBI_STR(kind), DBI_I64(row->id), DBI_STR(row->merchant),
-			      DBI_STR(row->order), DBI_STR(detail)};
+	                      DBI_STR(row->order), DBI_STR(detail)};
 	enum db_rc rc;
 
 	rc = db_exec(&w->db,
-		     "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
-		     "VALUES (?, ?, ?, ?, ?)",
-		     in, 5, NULL, NULL);
+	             "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
+	             "VALUES (?, ?, ?, ?, ?)",
+	             in, 5, NULL, NULL);
 	if (rc == DB_OK) {
 		r->alert_kind = kind;
 		snprintf(r->alert_detail, sizeof(r->alert_detail), "%s", detail);
@@ -98,7 +110,7 @@ proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind,
 
 enum proc_tx
 proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *outcome,
-	       struct proc_result *r)
+               struct proc_result *r)
 {
 	struct db_in in[2] = {DBI_STR(outcome), DBI_I64(row->id)};
 	unsigned long long n = 0;
@@ -113,7 +125,7 @@ proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *ou
 		proc_rollback(&w->db);
 		return TX_FINAL;
 	}
-	if ((rc = db_commit(&w->db)) != DB_OK)
+	if ((rc = proc_commit(w)) != DB_OK)
 		return proc_tx_error(w, rc, "commit", r);
 	return TX_COMMITTED;
 }
@@ -128,8 +140,8 @@ proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *ou
  * operator looks at the alert.
  */
 enum proc_tx
-proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
-	  const char *detail, struct proc_result *r)
+proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason, const char *detail,
+          struct proc_result *r)
 {
 	struct db_in in[4] = {DBI_STR(reason), DBI_STR(detail), DBI_STR(reason), DBI_I64(row->id)};
 	unsigned long long n = 0;
@@ -146,14 +158,14 @@ proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
 	}
 	if ((rc = proc_alert(w, row, reason, detail, r)) != DB_OK)
 		return proc_tx_error(w, rc, "alert", r);
-	if ((rc = db_commit(&w->db)) != DB_OK)
+	if ((rc = proc_commit(w)) != DB_OK)
 		return proc_tx_error(w, rc, "commit", r);
 	return TX_COMMITTED;
 }
 
 enum db_rc
 proc_record_failure(struct proc_worker *w, enum cblog lg, unsigned long long id, int attempt,
-		    const char *reason, struct proc_result *r, int *counted)
+                    const char *reason, struct proc_result *r, int *counted)
 {
 	struct db_in in[3] = {DBI_STR(reason), DBI_I64(id), DBI_I64(attempt)};
 	struct db_out out[1] = {DBO_I64()};

@@ -57,7 +57,7 @@ proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn 
 	unsigned long long found = 0;
 	enum db_rc rc;
 
-	if ((rc = db_begin(&w->db)) != DB_OK) {
+	if ((rc = proc_begin(w)) != DB_OK) {
 		*tx = proc_tx_error(w, rc, "begin", r);
 		return 0;
 	}
@@ -241,10 +241,11 @@ proc_pay_confirm(struct proc_worker *w, const struct proc_row *row, const struct
 	enum proc_tx tx;
 	enum db_rc rc;
 
-	if (!proc_order_change(w,
-	                       "UPDATE orders SET channel = ?, channel_trade_no = ? WHERE id = ? AND "
-	                       "(channel_trade_no IS NULL OR channel_trade_no = '')",
-	                       in, 3, r, &tx))
+	if (!proc_order_change(
+	        w,
+	        "UPDATE orders SET channel = ?, channel_trade_no = ? WHERE id = ? AND "
+	        "(channel_trade_no IS NULL OR channel_trade_no = '')",
+	        in, 3, r, &tx))
 		return tx;
 	snprintf(r->detail, sizeof(r->detail), "order_status=%s trade_recorded=1", o->status);
 	if (rule->alert != NULL) {

@@ -235,9 +235,9 @@ due_report(enum cblog lg, const struct due_row *w, const struct retrier_job *j,
 	}
 }
 
-/* retrier_sweep - leases and republishes one batch of due rows of log lg. */
-int
-retrier_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *full)
+/* due_read - reads up to s->cap due rows of log lg into s; returns 0 or -1. */
+static int
+due_read(struct retrier *r, enum cblog lg, struct due_set *s)
 {
 	char b_next[32], b_merchant[65], b_channel[17], b_order[129], b_err[513];
 	struct db_out out[9] = {DBO_I64(),
@@ -250,11 +250,69 @@ retrier_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *f
 	                        DBO_STR(b_err, sizeof(b_err)),
 	                        DBO_I64()};
 	struct db_in in[1] = {DBI_I64(r->cf->retrier.batch)};
+
+	if (db_query(&r->db, retrier_sql_due[lg], in, 1, out, 9, due_collect, s, NULL) != DB_OK) {
+		log_warn(NULL, "event=sweep_failed log=%s error=\"%s\"", cblog_name(lg),
+		         r->db.last_error);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * due_take - one due row: made dead past the ladder, or leased and its message encoded into
+ * j. Returns 1 when j is to be published, 0 when the row needs nothing more from this
+ * sweep, -1 when the database failed (the rest of the batch waits for the next sweep).
+ */
+static int
+due_take(struct retrier *r, enum cblog lg, struct due_row *w, struct retrier_counts *c,
+         struct retrier_job *j)
+{
+	char id[24];
+	int won;
+
+	if (w->retry_count > ladder_steps(&r->cf->retry)) {
+		won = retrier_make_dead(r, lg, w->id, w->retry_count, w->next_at, w->merchant,
+		                        w->order, w->last_error);
+		if (won < 0)
+			return -1;
+		if (won)
+			c->dead++;
+		else
+			c->lost_race++;
+		return 0;
+	}
+	due_plan(r, w);
+	if ((won = due_lease(r, lg, w)) < 0) {
+		log_warn(cblog_ref(id, sizeof(id), lg, w->id), "event=lease_failed error=\"%s\"",
+		         r->db.last_error);
+		return -1;
+	}
+	if (won == 0) {
+		c->lost_race++;
+		metrics_inc(retrier_mx.lost_race, 1);
+		log_debug(cblog_ref(id, sizeof(id), lg, w->id), "event=lease_lost");
+		return 0;
+	}
+	c->leased++;
+	if (w->republish_count == r->cf->retrier.max_republish)
+		c->storms++;
+	if (due_job(r, lg, w, j) != 0) {
+		log_error(cblog_ref(id, sizeof(id), lg, w->id),
+		          "event=encode_failed due_again_in_s=%lld", w->lease_s);
+		return 0;
+	}
+	return 1;
+}
+
+/* retrier_sweep - leases and republishes one batch of due rows of log lg. */
+int
+retrier_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *full)
+{
 	struct due_set s = {NULL, 0, (int)r->cf->retrier.batch};
 	struct retrier_job *jobs = NULL;
 	struct due_row **leased = NULL;
-	int steps = ladder_steps(&r->cf->retry), nj = 0, rc = -1;
-	char id[24];
+	int nj = 0, rc = -1;
 
 	*full = 0;
 	if ((s.rows = calloc((size_t)s.cap, sizeof(*s.rows))) == NULL ||
@@ -264,55 +322,22 @@ retrier_sweep(struct retrier *r, enum cblog lg, struct retrier_counts *c, int *f
 		          cblog_name(lg));
 		goto done;
 	}
-	if (db_query(&r->db, retrier_sql_due[lg], in, 1, out, 9, due_collect, &s, NULL) != DB_OK) {
-		log_warn(NULL, "event=sweep_failed log=%s error=\"%s\"", cblog_name(lg),
-		         r->db.last_error);
+	if (due_read(r, lg, &s) != 0)
 		goto done;
-	}
 	*full = s.n >= s.cap;
 	c->due += s.n;
 	due_shuffle(r, &s);
 	rc = 0;
 	for (int i = 0; i < s.n; i++) {
-		struct due_row *w = &s.rows[i];
-		int won;
+		int t = due_take(r, lg, &s.rows[i], c, &jobs[nj]);
 
-		if (w->retry_count > steps) {
-			won = retrier_make_dead(r, lg, w->id, w->retry_count, w->next_at,
-			                        w->merchant, w->order, w->last_error);
-			if (won < 0) {
-				rc = -1;
-				break;
-			}
-			if (won)
-				c->dead++;
-			else
-				c->lost_race++;
-			continue;
-		}
-		due_plan(r, w);
-		if ((won = due_lease(r, lg, w)) < 0) {
+		if (t < 0) {
 			/* Publish what is leased already; the rest waits for the next sweep. */
-			log_warn(cblog_ref(id, sizeof(id), lg, w->id),
-			         "event=lease_failed error=\"%s\"", r->db.last_error);
 			rc = -1;
 			break;
 		}
-		if (won == 0) {
-			c->lost_race++;
-			metrics_inc(retrier_mx.lost_race, 1);
-			log_debug(cblog_ref(id, sizeof(id), lg, w->id), "event=lease_lost");
-			continue;
-		}
-		c->leased++;
-		if (w->republish_count == r->cf->retrier.max_republish)
-			c->storms++;
-		if (due_job(r, lg, w, &jobs[nj]) != 0) {
-			log_error(cblog_ref(id, sizeof(id), lg, w->id),
-			          "event=encode_failed due_again_in_s=%lld", w->lease_s);
-			continue;
-		}
-		leased[nj++] = w;
+		if (t > 0)
+			leased[nj++] = &s.rows[i];
 	}
 	retrier_publish(r, jobs, nj);
 	for (int i = 0; i < nj; i++)

@@ -4,18 +4,23 @@
 #   1. ingest alone: throughput and acknowledgement latency at 8, 64 and 256 concurrent
 #      clients sending unique signed notifications of all three channels (paycb-sim run
 #      --scenario load --ingest-only), beside the database's own ceiling for the same
-#      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve), then
-#      open loop at half of the best of those rates for the latency target, and genuine
+#      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve) and
+#      the INSERT then a publish waited for (--shape publish: what an acknowledgement must
+#      cost at least), then open loop at half of the best of those rates for the latency target, and genuine
 #      traffic's p99 at a quarter of it alone and beside a junk flood (paycb-sim junk);
 #   2. three storms of 1,000 concurrent copies of one notification (one per channel), answered;
 #   3. processing: a backlog of payments drained by 1, 2 and 4 processors on 12 partitions
 #      (paycb-sim drain), beside the database's ceiling for the processor's statements by
 #      a plain client at the same concurrency (dbceiling --shape process);
-#   4. end to end: the whole pipeline's maximum rate with everything running, then
-#      ack -> order PAID at half of it;
+#   4. end to end: the whole pipeline's maximum rate with everything running, beside the
+#      database-only ceiling of whole payments (--shape payment: the reservation and the
+#      processor's transaction by plain clients), then ack -> order PAID at half of it;
 #   5. CPU seconds per component during phases 1, 3 and 4 (from /proc/PID/stat), and the CPU
-#      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4;
-#   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present).
+#      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4; for phase 4
+#      and idle also round trips to MariaDB and requests to the broker per process (ss -ti),
+#      MariaDB's statements and commits, and wake-ups (context switches);
+#   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present);
+#   7. charts of the run (tools/bench_plot.sh, with gnuplot if installed) in var/bench/charts.
 #
 # Its own database (paycb_bench, dropped at the start and the end), topic prefixes
 # pbench / pbench_ingest, consumer group pbench and free ports, so it runs beside the demo.
@@ -123,6 +128,78 @@ cpu_phase() {
 		i=$((i + 1))
 	done
 }
+
+# ---- activity: round trips, requests, statements, wake-ups --------------------------------
+# The CPU table says which process spends; these say on what. For every client connection to
+# MariaDB and to the broker, the kernel's own counters (ss -ti): the data segments the client
+# sent (one per write: a statement or a batch of them, a produce or a fetch request; on
+# loopback a request never needs two) and the bytes each way. MariaDB's own status counters
+# give the statements, commits and redo log fsyncs; /proc gives every thread's context
+# switches, the wake-ups that idle processes cost.
+ACT=$B/act
+mkdir -p "$ACT"
+DBPORT=${PAYCB_DB_PORT:-23306}
+KPORT=${PAYCB_KAFKA_PORT:-29092}
+# conn_snap PORT - per client connection to PORT: local port, program, segments, bytes out, in.
+conn_snap() {
+	ss -tinpH state established "( dport = :$1 )" 2>/dev/null | awk '
+		/users:/ { split($3, a, ":"); lp = a[2]; n = $0
+			sub(/.*users:\(\("/, "", n); sub(/".*/, "", n); next }
+		lp != "" { s = 0; b = 0; r = 0
+			for (i = 1; i <= NF; i++) { split($i, kv, ":")
+				if (kv[1] == "data_segs_out") s = kv[2]
+				else if (kv[1] == "bytes_sent") b = kv[2]
+				else if (kv[1] == "bytes_received") r = kv[2] }
+			print lp, n, s, b, r; lp = "" }'
+}
+# conn_delta BEGIN END - per program: segments, bytes out, bytes in between two snapshots
+# (a connection opened in between counts from zero).
+conn_delta() {
+	awk 'NR == FNR { s[$1 " " $2] = $3; b[$1 " " $2] = $4; r[$1 " " $2] = $5; next }
+		{ k = $1 " " $2; n[$2] += $3 - s[k]; bo[$2] += $4 - b[k]; bi[$2] += $5 - r[k] }
+		END { for (p in n) print p, n[p], bo[p], bi[p] }' "$1" "$2"
+}
+DB_STATUS="'Questions','Com_stmt_execute','Com_commit','Com_rollback','Innodb_os_log_fsyncs',\
+'Bytes_received','Bytes_sent'"
+# ctxt_sum PID... - voluntary and involuntary context switches of every thread of the pids.
+ctxt_sum() {
+	local p
+	for p in "$@"; do
+		[[ -n $p ]] && cat /proc/"$p"/task/*/status 2>/dev/null
+	done | awk '/ctxt_switches/ { t += $2 } END { print t + 0 }'
+}
+# act_snap PHASE begin|end - the activity counters at the start / end of a phase.
+act_snap() {
+	local f=$ACT/$1-$2 procs
+	procs=$(for x in "$B"/run/processor-*.pid; do
+		if [[ -e $x ]]; then pl_pid "$(basename "$x" .pid)"; fi
+	done)
+	conn_snap "$DBPORT" >"$f.db"
+	conn_snap "$KPORT" >"$f.kafka"
+	sql "SHOW GLOBAL STATUS WHERE Variable_name IN ($DB_STATUS)" >"$f.status" 2>/dev/null || :
+	# MariaDB is left out: its pool threads come and go, and a thread that ended takes its
+	# switches with it, so a sum over the living threads can even fall.
+	# shellcheck disable=SC2086 # word splitting of pid lists is wanted
+	printf 'ingest %s\nprocessors %s\nretrier %s\nkafka %s\n' \
+		"$(ctxt_sum "$(pl_pid ingest)")" "$(ctxt_sum $procs)" "$(ctxt_sum "$(pl_pid retrier)")" \
+		"$(ctxt_sum "$KFK")" >"$f.ctxt"
+}
+# act_per PHASE KIND PER - a phase's deltas of KIND (db, kafka, status, ctxt) divided by PER,
+# one "name value..." line each, two decimals.
+act_per() {
+	local b=$ACT/$1-begin.$2 e=$ACT/$1-end.$2
+	if [[ $2 == db || $2 == kafka ]]; then
+		conn_delta "$b" "$e"
+	else
+		awk 'NR == FNR { v[$1] = $2; next } { print $1, $2 - v[$1] }' "$b" "$e"
+	fi | awk -v per="$3" '{ printf "%s", $1; for (i = 2; i <= NF; i++) printf " %.2f", $i / per; print "" }' |
+		sed 's/^paycb-//' | sort
+}
+# act_line PHASE KIND PER FIELD - "name v, name v" of one field (2 = first value) of act_per.
+act_line() {
+	act_per "$1" "$2" "$3" | awk -v f="$4" '{ printf "%s%s %s", sep, $1, $f; sep = ", " } END { print "" }'
+}
+
 SIMRUN=(bin/paycb-sim run --seed 7)
 
 # ---- 1. ingest alone ----------------------------------------------------------------------
@@ -139,6 +216,10 @@ for c in 8 64 256; do
 	bin/paycb-sim dbceiling -c "$CONF" --shape reserve --concurrency "$c" --count "$N_DB" \
 		--report "$B/dbreserve-$c.kv" >"$B/log/dbceiling-reserve-$c.log" 2>&1 ||
 		{ cat "$B/log/dbceiling-reserve-$c.log"; exit 1; }
+	say "publish ceiling: $N_DB of ingest's INSERT, each published and waited for, from $c connections"
+	bin/paycb-sim dbceiling -c "$B/ingest-only.conf" --shape publish --concurrency "$c" --count "$N_DB" \
+		--report "$B/publish-$c.kv" >"$B/log/dbceiling-publish-$c.log" 2>&1 ||
+		{ cat "$B/log/dbceiling-publish-$c.log"; exit 1; }
 done
 # The latency target is set at half of the maximum: the best of the three levels, sent open
 # loop at half its rate for 8 s from 64 connections (enough that none waits for a free one).
@@ -216,25 +297,37 @@ done
 # fast as 16 closed-loop clients get answers while 2 processors and the retrier run, and
 # the rate at which their rows got done (paycb-sim drain). It doubles as the warm-up (the
 # consumer group's join and the first fetches are start-up costs, not latency).
+# The ceiling the pipeline is held against: the database's work of whole payments (the
+# reservation, then the processor's transaction) by plain clients, from as many connections
+# as the pipeline's clients, before anything of the pipeline runs.
+say "database ceiling: whole payments (reservation + the processor's transaction) from 16 connections"
+bin/paycb-sim dbceiling -c "$CONF" --shape payment --concurrency 16 --count 4000 \
+	--report "$B/dbpayment.kv" >"$B/log/dbceiling-payment.log" 2>&1 ||
+	{ cat "$B/log/dbceiling-payment.log"; exit 1; }
 pl_start processor-1 "$CONF" paycb-processor 0
 pl_start processor-2 "$CONF" paycb-processor 0
 pl_start retrier "$CONF" paycb-retrier "$RETRIER_ADMIN"
 mark=$(bin/paycb-sim drain -c "$CONF" --mark)
 say "end to end: the pipeline's maximum, $N_BACKLOG payments from 16 clients, everything running"
+cpu_phase e2emax begin
 "${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
 	--concurrency 16 --wait 300 --report "$B/e2emax-run.kv" >"$B/log/sim-e2e-max.log" 2>&1 ||
 	{ tail -n 30 "$B/log/sim-e2e-max.log"; exit 1; }
 bin/paycb-sim drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
 	--report "$B/e2emax.kv" >"$B/log/drain-e2e-max.log" 2>&1 || { cat "$B/log/drain-e2e-max.log"; exit 1; }
+cpu_phase e2emax end
+CPU[e2emax.sim]=$(kv "$B/e2emax-run.kv" cpu_ms)
 MAX=$(kv "$B/e2emax.kv" drain_rate)
 RATE=$((MAX / 2 > 1 ? MAX / 2 : 1))
 E2E_N=$((RATE * 30))
 say "end to end: $E2E_N payments at $RATE/s (half of the pipeline's $MAX/s), everything running"
+act_snap e2e begin
 cpu_phase e2e begin
 "${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$E2E_N" --rate "$RATE" \
 	--concurrency 16 --wait 300 --report "$B/e2e.kv" >"$B/log/sim-e2e.log" 2>&1 ||
 	{ tail -n 30 "$B/log/sim-e2e.log"; exit 1; }
 cpu_phase e2e end
+act_snap e2e end
 CPU[e2e.sim]=$(kv "$B/e2e.kv" cpu_ms)
 
 # ---- 5b. idle ------------------------------------------------------------------------------
@@ -244,9 +337,11 @@ CPU[e2e.sim]=$(kv "$B/e2e.kv" cpu_ms)
 IDLE_S=${BENCH_IDLE_S:-20}
 say "idle: everything running, no traffic, ${IDLE_S} s"
 sleep 3
+act_snap idle begin
 cpu_phase idle begin
 sleep "$IDLE_S"
 cpu_phase idle end
+act_snap idle end
 pl_stop_all
 
 # ---- 6. the retrier's sweep -----------------------------------------------------------------
@@ -265,14 +360,18 @@ report() {
 		"$(deploy/local/services.sh versions | tr '\n' ' ')"
 	echo
 	echo "1. ingest alone: unique signed notifications, wxpay + alipay + stripe"
-	printf '   %-8s %10s %9s %9s %9s | %13s %9s %9s | %s\n' clients acked/s "p50 ms" "p99 ms" \
-		"p99.9 ms" "db INSERT/s" "p50 ms" "p99 ms" "ingest/db"
+	echo "   (db INSERT: ingest's INSERT by plain clients; INSERT+publish: the INSERT, then the message" \
+		"published and waited for, what an acknowledgement must cost at least)"
+	printf '   %-8s %10s %9s %9s %9s | %13s %9s | %9s | %16s %9s | %s\n' clients acked/s "p50 ms" "p99 ms" \
+		"p99.9 ms" "db INSERT/s" "p99 ms" "ingest/db" "INSERT+publish/s" "p99 ms" "ingest/that"
 	for c in 8 64 256; do
-		printf '   %-8s %10s %9s %9s %9s | %13s %9s %9s | %s\n' "$c" "$(kv "$B/ingest-$c.kv" ack_rate)" \
+		printf '   %-8s %10s %9s %9s %9s | %13s %9s | %9s | %16s %9s | %s\n' "$c" "$(kv "$B/ingest-$c.kv" ack_rate)" \
 			"$(ms "$(kv "$B/ingest-$c.kv" ack_p50_us)")" "$(ms "$(kv "$B/ingest-$c.kv" ack_p99_us)")" \
 			"$(ms "$(kv "$B/ingest-$c.kv" ack_p999_us)")" "$(kv "$B/dbreserve-$c.kv" rate)" \
-			"$(ms "$(kv "$B/dbreserve-$c.kv" p50_us)")" "$(ms "$(kv "$B/dbreserve-$c.kv" p99_us)")" \
-			"$(ratio "$(kv "$B/ingest-$c.kv" ack_rate)" "$(kv "$B/dbreserve-$c.kv" rate)")"
+			"$(ms "$(kv "$B/dbreserve-$c.kv" p99_us)")" \
+			"$(ratio "$(kv "$B/ingest-$c.kv" ack_rate)" "$(kv "$B/dbreserve-$c.kv" rate)")" \
+			"$(kv "$B/publish-$c.kv" rate)" "$(ms "$(kv "$B/publish-$c.kv" p99_us)")" \
+			"$(ratio "$(kv "$B/ingest-$c.kv" ack_rate)" "$(kv "$B/publish-$c.kv" rate)")"
 	done
 	echo "   at half of the maximum, $IRATE/s open loop from 64 connections, $IHALF_N notifications:" \
 		"acked/s $(kv "$B/ingest-half.kv" ack_rate), p50 $(ms "$(kv "$B/ingest-half.kv" ack_p50_us)") ms," \
@@ -307,6 +406,8 @@ report() {
 	echo
 	echo "4. end to end: the pipeline's maximum with everything running (16 clients, 2 processors):" \
 		"$MAX/s, ack p99 $(ms "$(kv "$B/e2emax-run.kv" ack_p99_us)") ms;" \
+		"the database's ceiling of whole payments by 16 plain clients $(kv "$B/dbpayment.kv" rate)/s," \
+		"pipeline/ceiling $(ratio "$MAX" "$(kv "$B/dbpayment.kv" rate)") (target at least 0.7);" \
 		"at half of it, $RATE/s, $E2E_N payments:" \
 		"ack -> order PAID p50 $(ms "$(kv "$B/e2e.kv" e2e_p50_us)") ms, p99 $(ms "$(kv "$B/e2e.kv" e2e_p99_us)") ms," \
 		"p99.9 $(ms "$(kv "$B/e2e.kv" e2e_p999_us)") ms (polled every 10 ms);" \
@@ -316,7 +417,8 @@ report() {
 	printf '   %-34s %8s %11s %8s %8s %8s %8s | %s\n' phase ingest processors retrier mariadb kafka sim \
 		"CPU ms per callback"
 	for ph in "ingest:1. ingest, 64 clients, $N_INGEST:$N_INGEST" \
-		"process:3. 2 processors drain $N_BACKLOG:$N_BACKLOG" "e2e:4. end to end, $E2E_N:$E2E_N"; do
+		"process:3. 2 processors drain $N_BACKLOG:$N_BACKLOG" "e2emax:4. at the maximum, $N_BACKLOG:$N_BACKLOG" \
+		"e2e:4. end to end, $E2E_N:$E2E_N"; do
 		IFS=: read -r key label count <<<"$ph"
 		local tot=0 c line=""
 		for c in ingest processors retrier mariadb kafka sim; do
@@ -332,6 +434,15 @@ report() {
 		"processors $(pct "${CPU[idle.processors]:-0}" "$IDLE_S")%, retrier $(pct "${CPU[idle.retrier]:-0}" "$IDLE_S")%)," \
 		"kafka $(pct "${CPU[idle.kafka]:-0}" "$IDLE_S")%, mariadb $(pct "${CPU[idle.mariadb]:-0}" "$IDLE_S")%;" \
 		"paycb and the broker together $(pct $((idle_paycb + ${CPU[idle.kafka]:-0})) "$IDLE_S")% (target under 2%)"
+	echo
+	echo "5b. activity of the end-to-end phase per payment ($E2E_N payments; MariaDB's counters include" \
+		"the simulator's ack -> PAID poll, one query every 10 ms)"
+	echo "   mariadb, per payment: $(act_per e2e status "$E2E_N" | awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }')"
+	echo "   round trips to MariaDB per payment (client writes): $(act_line e2e db "$E2E_N" 2)"
+	echo "   requests to the broker per payment (client writes): $(act_line e2e kafka "$E2E_N" 2)"
+	echo "   bytes to the broker per payment: $(act_line e2e kafka "$E2E_N" 3); from it: $(act_line e2e kafka "$E2E_N" 4)"
+	echo "   idle, per second: wake-ups (context switches) $(act_line idle ctxt "$IDLE_S" 2);" \
+		"requests to the broker $(act_line idle kafka "$IDLE_S" 2); round trips to MariaDB $(act_line idle db "$IDLE_S" 2)"
 	if [[ -n $SWEEP ]]; then
 		echo
 		echo "6. retrier sweep (tools/bench_sweep.sh)"
@@ -340,4 +451,20 @@ report() {
 	echo
 	echo "total bench time $((($(pl_now_ms) - T0) / 1000)) s; raw reports and logs in $B"
 }
+# cpu_dat - CPU ms per payment by process and phase, for tools/bench_plot.sh's chart.
+cpu_dat() {
+	local ph key count c
+	echo "# phase ingest processors retrier mariadb kafka sim (CPU ms per payment)"
+	for ph in "ingest-64:ingest:$N_INGEST" "drain-2:process:$N_BACKLOG" "e2e-max:e2emax:$N_BACKLOG" \
+		"e2e-half:e2e:$E2E_N"; do
+		IFS=: read -r label key count <<<"$ph"
+		printf '%s' "$label"
+		for c in ingest processors retrier mariadb kafka sim; do
+			printf ' %s' "$(awk -v v="${CPU[$key.$c]:-0}" -v n="$count" 'BEGIN { printf "%.3f", v / n }')"
+		done
+		echo
+	done
+}
 report | tee "$B/results.txt"
+cpu_dat >"$B/cpu.dat"
+tools/bench_plot.sh "$B" || say "charts failed; the figures above stand"

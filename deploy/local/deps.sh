@@ -4,6 +4,8 @@
 #
 #   1. Debian packages: compilers, the client libraries we link, MariaDB server and
 #      client, kcat, a JDK and Maven (only when `java`/`mvn` are absent).
+#      With --bench (`make bench`), also gnuplot-nox, which only the bench's charts
+#      (tools/bench_plot.sh) use: the tests never need it.
 #   2. The Apache Kafka broker jars, from Maven Central, into
 #      ${PAYCB_CACHE:-~/.cache/paycb}/kafka-<version>/lib (no Debian package ships a
 #      broker). Never inside the repository: commits must stay small.
@@ -37,6 +39,7 @@ missing_packages() {
 
 install_packages() {
 	local want=("${PACKAGES[@]}")
+	[[ ${1:-} == --bench ]] && want+=(gnuplot-nox)
 	# The JDK and Maven may come from elsewhere (SDKMAN, a CI image); any java and mvn do.
 	command -v java >/dev/null 2>&1 || want+=(default-jdk-headless)
 	command -v mvn >/dev/null 2>&1 || want+=(maven)
@@ -135,5 +138,5 @@ install_kafka() {
 	die deps "could not download any of the kafka versions: $PAYCB_KAFKA_VERSIONS"
 }
 
-install_packages
+install_packages "$@"
 install_kafka

@@ -49,8 +49,13 @@ PIDFILE="$DIR/kafka.pid"
 # It is base64url("paycb-local-0001"), the 22-character form Kafka expects.
 CLUSTER_ID=cGF5Y2ItbG9jYWwtMDAwMQ
 # Small heap, one GC thread, C1 only: the broker starts in seconds on 2 cores and leaves
-# them to the code under test. Throughput is not what this broker is for.
-JVM_OPTS="${PAYCB_KAFKA_JVM_OPTS:--Xms256m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}"
+# them to the code under test. Throughput is not what this broker is for. Measured idle
+# (docs/performance.md, "Idle"): with C2 (the default tiered compilation) the broker took
+# 2.25% of a core alone and 5.25% with paycb's daemons idle in its first minute, against
+# 1.75% and 2.60% with C1 only, its compilations costing more than the faster code saved at
+# this load. No perf-data sampling (-UsePerfData: a shared-memory file updated every 50 ms
+# that only jstat reads) and no safepoint forced every second when nothing asks for one.
+JVM_OPTS="${PAYCB_KAFKA_JVM_OPTS:--Xms256m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:-UsePerfData -XX:+UnlockDiagnosticVMOptions -XX:GuaranteedSafepointInterval=0 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true}"
 
 lib_dir() {
 	local v

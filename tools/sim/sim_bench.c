@@ -11,8 +11,12 @@
  * The processor does more than that per callback (it consumes, publishes both events and
  * marks them sent, in batches, after the commit); none of it is in the ceiling.
  *
- * `drain` waits until a backlog of rows is finished and reports how fast the processors
- * finished it, from the rows' own done_at times, so the polling interval does not enter.
+ * `--shape payment` is the database's work of a whole payment: the reservation INSERT,
+ * then the processor's statements for that row, from one plain client per connection (the
+ * ceiling the whole pipeline is held against). `--shape publish` is what an
+ * acknowledgement must cost: the reservation INSERT, then the callback message published
+ * with the producer settings ingest uses and its delivery report waited for.
+ * (`drain` is in sim_drain.c.)
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -22,6 +26,7 @@
 #include "cblog.h"
 #include "clock.h"
 #include "daemon.h"
+#include "kq.h"
 #include "msg.h"
 #include "sim.h"
 
@@ -53,19 +58,43 @@ static const char *SQL_PAY_ORDER =
 static const char *SQL_EVENT =
     "INSERT INTO order_events (event_id, merchant_id, out_trade_no, event_type, payload, "
     "callback_id) VALUES (?, ?, ?, ?, ?, ?)";
+/*
+ * After a run, untimed: its order events are marked sent. Nothing publishes them, and left
+ * unsent the retrier's outbox sweep would relay every one of them in whatever `make bench`
+ * measures next (26,000 events of the ceilings once did, in the end-to-end phase).
+ */
+static const char *SQL_EVENTS_SENT =
+    "UPDATE order_events SET sent_at = NOW(3) WHERE merchant_id = 'default' AND out_trade_no "
+    "LIKE CONCAT(?, '-%') AND sent_at IS NULL";
 static const char *SQL_DONE =
     "UPDATE pay_callback_log SET status = 1, outcome = ?, done_at = NOW(3) WHERE id = ? AND "
     "status = 0";
 
+/* What one item of a ceiling run is (--shape). */
+enum shape { SH_RESERVE, SH_PROCESS, SH_PAYMENT, SH_PUBLISH };
+static const char *const SHAPES[] = {"reserve", "process", "payment", "publish"};
+static const char *const SHAPE_ITEMS[] = {"INSERTs", "payment transactions",
+                                          "reservations and payment transactions",
+                                          "INSERTs each published and waited for"};
+
 struct ceiling {
 	const struct conf *cf;
-	int process;
+	enum shape shape;
 	int count, conc, index;
 	char run[24];
 	unsigned long long *rows; /* process: the callback row of each item */
+	struct kq_producer *kp;   /* publish: the producer all threads share, as ingest's */
+	const char *topic;
 	struct sim_lat *lat;
 	int failed;
 	char err[256];
+};
+
+/* The options of one dbceiling run. */
+struct ceiling_opts {
+	const char *conf, *report;
+	enum shape shape;
+	int conc, count;
 };
 
 static char body[1200];
@@ -76,10 +105,18 @@ one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 {
 	char trade[64];
 	struct cblog_row r = {
-	    .log = CBLOG_PAY, .merchant_id = "default", .channel = "wxpay",
-	    .channel_trade_no = trade, .out_trade_no = trade, .event_id = trade,
-	    .event_type = "TRANSACTION.SUCCESS", .status = "SUCCESS", .amount = "88.88",
-	    .currency = "CNY", .body = body, .body_len = sizeof(body),
+	    .log = CBLOG_PAY,
+	    .merchant_id = "default",
+	    .channel = "wxpay",
+	    .channel_trade_no = trade,
+	    .out_trade_no = trade,
+	    .event_id = trade,
+	    .event_type = "TRANSACTION.SUCCESS",
+	    .status = "SUCCESS",
+	    .amount = "88.88",
+	    .currency = "CNY",
+	    .body = body,
+	    .body_len = sizeof(body),
 	    .body_sha256 = "0000000000000000000000000000000000000000000000000000000000000000",
 	    .lease_s = 60};
 
@@ -87,16 +124,42 @@ one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 	return cblog_reserve(db, &r, id);
 }
 
+/* one_events - the two order-event outbox INSERTs of the payment in row id (s: its row). */
+static enum db_rc
+one_events(struct db *db, unsigned long long id, char s[10][160])
+{
+	static const char *const types[2] = {"order.paid.shipment", "order.paid.points"};
+	char payload[1200], event_id[MSG_EVENT_ID_MAX + 1];
+	unsigned long long ev = 0;
+	enum db_rc rc;
+
+	for (int k = 0; k < 2; k++) {
+		if (msg_event_id(s[0], s[3], types[k], NULL, event_id, sizeof(event_id)) < 0)
+			return DB_FATAL;
+		snprintf(
+		    payload, sizeof(payload),
+		    "{\"v\":1,\"event_id\":\"%s\",\"event_type\":\"%s\",\"merchant_id\":\"%s\","
+		    "\"out_trade_no\":\"%s\",\"amount\":\"%s\",\"currency\":\"%s\","
+		    "\"channel\":\"%s\",\"channel_trade_no\":\"%s\",\"callback_id\":%llu,"
+		    "\"at\":\"%s\"}",
+		    event_id, types[k], s[0], s[3], s[4], s[5], s[1], s[2], id, s[9]);
+		struct db_in in[6] = {DBI_STR(event_id), DBI_STR(s[0]),    DBI_STR(s[3]),
+		                      DBI_STR(types[k]), DBI_STR(payload), DBI_I64(id)};
+		if ((rc = db_exec(db, SQL_EVENT, in, 6, NULL, &ev)) != DB_OK)
+			return rc;
+	}
+	return DB_OK;
+}
+
 /* one_process - the processor's statements for the payment in row id. */
 static enum db_rc
 one_process(struct db *db, unsigned long long id)
 {
-	char s[10][160], o[7][160], payload[1200], event_id[MSG_EVENT_ID_MAX + 1];
+	char s[10][160], o[7][160];
 	struct db_in in1[1] = {DBI_I64(id)};
 	struct db_out st[4] = {DBO_I64(), DBO_I64(), DBO_I64(), DBO_I64()};
 	struct db_out row[10], ord[7];
-	unsigned long long n = 0, ev[2] = {0, 0};
-	static const char *const types[2] = {"order.paid.shipment", "order.paid.points"};
+	unsigned long long n = 0;
 	enum db_rc rc;
 
 	for (int k = 0; k < 10; k++)
@@ -117,23 +180,8 @@ one_process(struct db *db, unsigned long long id)
 		if ((rc = db_exec(db, SQL_PAY_ORDER, in, 4, &n, NULL)) != DB_OK)
 			goto fail;
 	}
-	for (int k = 0; k < 2; k++) {
-		if (msg_event_id(s[0], s[3], types[k], NULL, event_id, sizeof(event_id)) < 0) {
-			rc = DB_FATAL;
-			goto fail;
-		}
-		snprintf(
-		    payload, sizeof(payload),
-		    "{\"v\":1,\"event_id\":\"%s\",\"event_type\":\"%s\",\"merchant_id\":\"%s\","
-		    "\"out_trade_no\":\"%s\",\"amount\":\"%s\",\"currency\":\"%s\","
-		    "\"channel\":\"%s\",\"channel_trade_no\":\"%s\",\"callback_id\":%llu,"
-		    "\"at\":\"%s\"}",
-		    event_id, types[k], s[0], s[3], s[4], s[5], s[1], s[2], id, s[9]);
-		struct db_in in[6] = {DBI_STR(event_id), DBI_STR(s[0]),    DBI_STR(s[3]),
-		                      DBI_STR(types[k]), DBI_STR(payload), DBI_I64(id)};
-		if ((rc = db_exec(db, SQL_EVENT, in, 6, NULL, &ev[k])) != DB_OK)
-			goto fail;
-	}
+	if ((rc = one_events(db, id, s)) != DB_OK)
+		goto fail;
 	{
 		struct db_in in[2] = {DBI_STR("paid"), DBI_I64(id)};
 		if ((rc = db_exec(db, SQL_DONE, in, 2, &n, NULL)) != DB_OK ||
@@ -145,6 +193,57 @@ fail:
 	if (!db->broken)
 		db_rollback(db);
 	return rc;
+}
+
+/*
+ * one_publish - what an acknowledgement must cost at least: ingest's INSERT, then the
+ * callback message published and its delivery report waited for (acks=all, idempotent),
+ * as ingest does before it answers.
+ */
+static enum db_rc
+one_publish(struct ceiling *c, struct db *db, int i)
+{
+	struct msg_callback m = {.log = CBLOG_PAY, .channel = "wxpay", .attempt = 1};
+	char key[256], val[512], err[256];
+	int klen, vlen;
+	enum db_rc rc;
+
+	if ((rc = one_reserve(db, c->run, i, &m.id)) != DB_OK)
+		return rc;
+	snprintf(m.merchant_id, sizeof(m.merchant_id), "default");
+	snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s-%d", c->run, i);
+	klen = msg_callback_key(&m, key, sizeof(key));
+	vlen = msg_callback_encode(&m, val, sizeof(val));
+	if (klen < 0 || vlen < 0 ||
+	    kq_produce_wait(c->kp, c->topic, key, (size_t)klen, val, (size_t)vlen,
+	                    (int)c->cf->ingest.publish_budget_ms, err, sizeof(err)) != 0) {
+		snprintf(db->last_error, sizeof(db->last_error), "publish: %s",
+		         klen < 0 || vlen < 0 ? "cannot encode" : err);
+		return DB_FATAL;
+	}
+	return DB_OK;
+}
+
+/* one_item - item i of the run, in its shape. */
+static enum db_rc
+one_item(struct ceiling *c, struct db *db, int i)
+{
+	unsigned long long id;
+	enum db_rc rc;
+
+	switch (c->shape) {
+	case SH_PROCESS:
+		return one_process(db, c->rows[i]);
+	case SH_PAYMENT:
+		if ((rc = one_reserve(db, c->run, i, &id)) != DB_OK)
+			return rc;
+		return one_process(db, id);
+	case SH_PUBLISH:
+		return one_publish(c, db, i);
+	case SH_RESERVE:
+		break;
+	}
+	return one_reserve(db, c->run, i, &id);
 }
 
 static void *
@@ -160,11 +259,8 @@ ceiling_thread(void *arg)
 	}
 	for (int i = c->index; i < c->count; i += c->conc) {
 		long long t0 = clock_mono_us();
-		unsigned long long id;
-		enum db_rc rc =
-		    c->process ? one_process(&db, c->rows[i]) : one_reserve(&db, c->run, i, &id);
 
-		if (rc != DB_OK) {
+		if (one_item(c, &db, i) != DB_OK) {
 			c->failed++;
 			snprintf(c->err, sizeof(c->err), "%s", db.last_error);
 			continue;
@@ -175,7 +271,10 @@ ceiling_thread(void *arg)
 	return NULL;
 }
 
-/* prepare_backlog - orders and pending rows for the process shape, untimed. */
+/*
+ * prepare_backlog - the orders (and for the process shape their pending rows) of the run,
+ * untimed; rows is NULL when only the orders are wanted.
+ */
 static int
 prepare_backlog(const struct conf *cf, const char *run, int count, unsigned long long *rows,
                 char *err, size_t errlen)
@@ -196,7 +295,7 @@ prepare_backlog(const struct conf *cf, const char *run, int count, unsigned long
 		if (i % 500 == 0 && db_begin(&db) != DB_OK)
 			goto done;
 		if (db_exec(&db, SQL_ORDER, in, 4, NULL, NULL) != DB_OK ||
-		    one_reserve(&db, run, i, &rows[i]) != DB_OK)
+		    (rows && one_reserve(&db, run, i, &rows[i]) != DB_OK))
 			goto done;
 		if ((i % 500 == 499 || i == count - 1) && db_commit(&db) != DB_OK)
 			goto done;
@@ -209,254 +308,174 @@ done:
 	return rc;
 }
 
-int
-sim_dbceiling_main(int argc, char **argv)
+/* events_sent - marks the run's order events sent (see SQL_EVENTS_SENT); best effort. */
+static void
+events_sent(const struct conf *cf, const char *run)
+{
+	struct db_in in[1] = {DBI_STR(run)};
+	struct db db;
+
+	if (db_open(&db, &cf->db) != DB_OK)
+		return;
+	if (db_exec(&db, SQL_EVENTS_SENT, in, 1, NULL, NULL) != DB_OK)
+		fprintf(stderr, "paycb-sim dbceiling: marking the run's events sent: %s\n",
+		        db.last_error);
+	db_close(&db);
+}
+
+/* ceiling_opts - parses dbceiling's options; returns 0, or the exit code to end with. */
+static int
+ceiling_opts(int argc, char **argv, struct ceiling_opts *o)
 {
 	static const struct option lo[] = {{"shape", 1, NULL, 's'}, {"concurrency", 1, NULL, 'C'},
 	                                   {"count", 1, NULL, 'n'}, {"report", 1, NULL, 'r'},
 	                                   {"help", 0, NULL, 'h'},  {NULL, 0, NULL, 0}};
-	const char *conf = getenv("PAYCB_CONF"), *shape = "reserve", *report = NULL;
+	const char *shape = "reserve";
+	int opt, known = 0;
+
+	*o = (struct ceiling_opts){.conf = getenv("PAYCB_CONF"), .conc = 8, .count = 5000};
+	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
+		if (opt == 'c')
+			o->conf = optarg;
+		else if (opt == 's')
+			shape = optarg;
+		else if (opt == 'C')
+			o->conc = atoi(optarg);
+		else if (opt == 'n')
+			o->count = atoi(optarg);
+		else if (opt == 'r')
+			o->report = optarg;
+		else {
+			fprintf(stderr, "usage: paycb-sim dbceiling -c CONF "
+			                "[--shape reserve|process|payment|publish] "
+			                "[--concurrency C] [--count N] [--report FILE]\n");
+			return opt == 'h' ? -1 : EXIT_USAGE;
+		}
+	}
+	for (size_t k = 0; k < sizeof(SHAPES) / sizeof(SHAPES[0]); k++)
+		if (strcmp(shape, SHAPES[k]) == 0) {
+			o->shape = (enum shape)k;
+			known = 1;
+		}
+	if (o->conf == NULL || o->conc < 1 || o->conc > 1024 || o->count < o->conc || !known) {
+		fprintf(stderr, "paycb-sim dbceiling: need -c CONF, --shape "
+		                "reserve|process|payment|publish, 1 <= concurrency <= count\n");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* ceiling_report - the run's one line and its key=value report; returns the exit code. */
+static int
+ceiling_report(const struct ceiling_opts *o, const struct ceiling *c, struct sim_lat *lat,
+               long long us, int failed)
+{
+	long long rate = (long long)(o->count - failed) * 1000000 / (us > 0 ? us : 1);
+	char a[32], b[32], d[32];
+
+	printf("dbceiling %s: %d %s at concurrency %d in %lld ms: %lld/s, p50 %s, p99 %s, "
+	       "p99.9 %s%s%s\n",
+	       SHAPES[o->shape], o->count - failed, SHAPE_ITEMS[o->shape], o->conc, us / 1000, rate,
+	       sim_fmt_us(sim_lat_pct(lat, 500), a, 32), sim_fmt_us(sim_lat_pct(lat, 990), b, 32),
+	       sim_fmt_us(sim_lat_pct(lat, 999), d, 32), failed ? "; failures: " : "",
+	       failed ? c[0].err : "");
+	sim_report_kv(o->report, NULL, "rate", rate);
+	sim_report_kv(o->report, NULL, "p50_us", sim_lat_pct(lat, 500));
+	sim_report_kv(o->report, NULL, "p99_us", sim_lat_pct(lat, 990));
+	sim_report_kv(o->report, NULL, "p999_us", sim_lat_pct(lat, 999));
+	sim_report_kv(o->report, NULL, "failed", failed);
+	return failed ? SIM_EXIT_MISMATCH : 0;
+}
+
+/* ceiling_run - the threads of one run over c[0..conc); returns the exit code. */
+static int
+ceiling_run(const struct ceiling_opts *o, struct ceiling *c, struct sim_lat *lat)
+{
+	pthread_t *t = calloc((size_t)o->conc, sizeof(*t));
+	int failed = 0, started = 0, rc = EXIT_SOFTWARE;
+	long long t0 = clock_mono_us();
+
+	if (t == NULL)
+		return rc;
+	for (; started < o->conc; started++)
+		if (pthread_create(&t[started], NULL, ceiling_thread, &c[started]) != 0)
+			break;
+	for (int i = 0; i < started; i++) {
+		pthread_join(t[i], NULL);
+		failed += c[i].failed;
+	}
+	if (started == o->conc)
+		rc = ceiling_report(o, c, lat, clock_mono_us() - t0, failed);
+	free(t);
+	return rc;
+}
+
+int
+sim_dbceiling_main(int argc, char **argv)
+{
+	struct ceiling_opts o;
 	struct ceiling *c = NULL;
-	pthread_t *t = NULL;
+	struct kq_producer *kp = NULL;
 	unsigned long long *rows = NULL;
 	struct sim_lat lat;
 	struct conf cf;
-	char err[512], a[32], b[32], d[32];
-	int conc = 8, count = 5000, failed = 0, opt, rc = EXIT_SOFTWARE;
-	long long t0, us, t_run;
+	char err[512], topic[256];
+	int rc;
 
 	memset(&cf, 0, sizeof(cf));
 	sim_lat_init(&lat);
-	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			conf = optarg;
-			break;
-		case 's':
-			shape = optarg;
-			break;
-		case 'C':
-			conc = atoi(optarg);
-			break;
-		case 'n':
-			count = atoi(optarg);
-			break;
-		case 'r':
-			report = optarg;
-			break;
-		default:
-			fprintf(stderr,
-			        "usage: paycb-sim dbceiling -c CONF [--shape reserve|process] "
-			        "[--concurrency C] [--count N] [--report FILE]\n");
-			rc = opt == 'h' ? 0 : EXIT_USAGE;
-			goto done;
-		}
-	}
-	if (conf == NULL || conc < 1 || conc > 1024 || count < conc ||
-	    (strcmp(shape, "reserve") != 0 && strcmp(shape, "process") != 0)) {
-		fprintf(stderr, "paycb-sim dbceiling: need -c CONF, --shape reserve|process, "
-		                "1 <= concurrency <= count\n");
-		rc = EXIT_USAGE;
+	if ((rc = ceiling_opts(argc, argv, &o)) != 0) {
+		rc = rc < 0 ? 0 : rc;
 		goto done;
 	}
-	if (conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim") != 0) {
-		rc = EXIT_CONFIG;
+	if ((rc = conf_bootstrap(o.conf, PROC_SIM, &cf, "paycb-sim")) != 0) {
 		goto done;
 	}
 	for (size_t i = 0; i < sizeof(body); i++)
 		body[i] = (char)('a' + i % 26);
-	t_run = clock_wall_us();
-	if ((c = calloc((size_t)conc, sizeof(*c))) == NULL ||
-	    (t = calloc((size_t)conc, sizeof(*t))) == NULL ||
-	    (rows = calloc((size_t)count, sizeof(*rows))) == NULL)
+	conf_topic(&cf, "callbacks", topic, sizeof(topic));
+	rc = EXIT_SOFTWARE;
+	if ((c = calloc((size_t)o.conc, sizeof(*c))) == NULL ||
+	    (rows = calloc((size_t)o.count, sizeof(*rows))) == NULL)
 		goto done;
-	for (int i = 0; i < conc; i++) {
+	if (o.shape == SH_PUBLISH && (kq_producer_new(&cf.kafka, &kp, err, sizeof(err)) != 0 ||
+	                              kq_producer_warm(kp, topic, 5000) != 0)) {
+		fprintf(stderr, "paycb-sim dbceiling: %s\n", kp ? "the broker is away" : err);
+		rc = EXIT_UNAVAILABLE;
+		goto done;
+	}
+	for (int i = 0; i < o.conc; i++) {
 		c[i] = (struct ceiling){.cf = &cf,
-		                        .process = strcmp(shape, "process") == 0,
-		                        .count = count,
-		                        .conc = conc,
+		                        .shape = o.shape,
+		                        .count = o.count,
+		                        .conc = o.conc,
 		                        .index = i,
 		                        .rows = rows,
+		                        .kp = kp,
+		                        .topic = topic,
 		                        .lat = &lat};
 		/* One run id for all threads: item i is unique across them. */
-		snprintf(c[i].run, sizeof(c[i].run), "DBC%llx", (unsigned long long)t_run);
+		snprintf(c[i].run, sizeof(c[i].run), "DBC%llx",
+		         (unsigned long long)clock_wall_us());
+		if (i > 0)
+			memcpy(c[i].run, c[0].run, sizeof(c[i].run));
 	}
-	if (c[0].process && prepare_backlog(&cf, c[0].run, count, rows, err, sizeof(err)) != 0) {
+	if ((o.shape == SH_PROCESS || o.shape == SH_PAYMENT) &&
+	    prepare_backlog(&cf, c[0].run, o.count, o.shape == SH_PROCESS ? rows : NULL, err,
+	                    sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim dbceiling: %s\n", err);
 		rc = EXIT_UNAVAILABLE;
 		goto done;
 	}
-	t0 = clock_mono_us();
-	for (int i = 0; i < conc; i++)
-		if (pthread_create(&t[i], NULL, ceiling_thread, &c[i]) != 0)
-			goto done;
-	for (int i = 0; i < conc; i++) {
-		pthread_join(t[i], NULL);
-		failed += c[i].failed;
-	}
-	us = clock_mono_us() - t0;
-	printf("dbceiling %s: %d %s at concurrency %d in %lld ms: %lld/s, p50 %s, p99 %s, "
-	       "p99.9 %s%s%s\n",
-	       shape, count - failed, c[0].process ? "payment transactions" : "INSERTs", conc,
-	       us / 1000, (long long)(count - failed) * 1000000 / (us > 0 ? us : 1),
-	       sim_fmt_us(sim_lat_pct(&lat, 500), a, 32), sim_fmt_us(sim_lat_pct(&lat, 990), b, 32),
-	       sim_fmt_us(sim_lat_pct(&lat, 999), d, 32), failed ? "; failures: " : "",
-	       failed ? c[0].err : "");
-	sim_report_kv(report, NULL, "rate", (long long)(count - failed) * 1000000 / (us ? us : 1));
-	sim_report_kv(report, NULL, "p50_us", sim_lat_pct(&lat, 500));
-	sim_report_kv(report, NULL, "p99_us", sim_lat_pct(&lat, 990));
-	sim_report_kv(report, NULL, "p999_us", sim_lat_pct(&lat, 999));
-	sim_report_kv(report, NULL, "failed", failed);
-	rc = failed ? SIM_EXIT_MISMATCH : 0;
+	rc = ceiling_run(&o, c, &lat);
+	if (o.shape == SH_PROCESS || o.shape == SH_PAYMENT)
+		events_sent(&cf, c[0].run);
 done:
+	if (kp)
+		kq_producer_free(kp);
 	free(c);
-	free(t);
 	free(rows);
 	sim_lat_free(&lat);
-	conf_free(&cf);
-	return rc;
-}
-
-/* ---- drain ----------------------------------------------------------------------------- */
-
-static const char *SQL_MAX_ID = "SELECT IFNULL(MAX(id), 0) FROM pay_callback_log";
-static const char *SQL_DRAINED =
-    "SELECT COUNT(*) FROM pay_callback_log WHERE id > ? AND status <> 0";
-/* The k-th finished row's done_at in microseconds since the epoch. */
-static const char *SQL_NTH_DONE =
-    "SELECT CAST(UNIX_TIMESTAMP(done_at) * 1000000 AS SIGNED) FROM pay_callback_log "
-    "WHERE id > ? AND status <> 0 ORDER BY done_at LIMIT 1 OFFSET ?";
-
-/*
- * The longest time between two consecutive finished rows: a stall (a rebalance, a held
- * partition, a database pause) shows here even when the rate hides where it went.
- */
-static const char *SQL_MAX_GAP =
-    "SELECT IFNULL(MAX(g), 0) FROM (SELECT TIMESTAMPDIFF(MICROSECOND, LAG(done_at) OVER "
-    "(ORDER BY done_at), done_at) AS g FROM pay_callback_log WHERE id > ? AND status <> 0) t";
-
-/* nth_done_us - when the k-th (0-based) row of the backlog was finished, or -1. */
-static long long
-nth_done_us(struct db *db, long long after, long long k)
-{
-	struct db_in in[2] = {DBI_I64(after), DBI_I64(k)};
-	struct db_out out[1] = {DBO_I64()};
-	unsigned long long rows = 0;
-
-	if (db_query(db, SQL_NTH_DONE, in, 2, out, 1, NULL, NULL, &rows) != DB_OK || rows == 0)
-		return -1;
-	return out[0].i;
-}
-
-int
-sim_drain_main(int argc, char **argv)
-{
-	static const struct option lo[] = {{"mark", 0, NULL, 'm'},   {"after-id", 1, NULL, 'a'},
-	                                   {"count", 1, NULL, 'n'},  {"wait", 1, NULL, 'w'},
-	                                   {"report", 1, NULL, 'r'}, {NULL, 0, NULL, 0}};
-	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
-	struct db_out out[1] = {DBO_I64()};
-	unsigned long long rows = 0;
-	long long after = -1, count = 0, deadline, t0;
-	struct conf cf;
-	struct db db;
-	int mark = 0, wait_s = 120, opt, rc = EXIT_USAGE, up = 0;
-
-	memset(&cf, 0, sizeof(cf));
-	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			conf = optarg;
-			break;
-		case 'm':
-			mark = 1;
-			break;
-		case 'a':
-			after = atoll(optarg);
-			break;
-		case 'n':
-			count = atoll(optarg);
-			break;
-		case 'w':
-			wait_s = atoi(optarg);
-			break;
-		case 'r':
-			report = optarg;
-			break;
-		default:
-			goto usage;
-		}
-	}
-	if (conf == NULL || (!mark && (after < 0 || count < 2)))
-		goto usage;
-	if (conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim") != 0) {
-		rc = EXIT_CONFIG;
-		goto done;
-	}
-	if (db_open(&db, &cf.db) != DB_OK) {
-		fprintf(stderr, "paycb-sim drain: %s\n", db.last_error);
-		rc = EXIT_UNAVAILABLE;
-		goto done;
-	}
-	up = 1;
-	if (mark) {
-		rc =
-		    db_query(&db, SQL_MAX_ID, NULL, 0, out, 1, NULL, NULL, &rows) == DB_OK ? 0 : 69;
-		if (rc == 0)
-			printf("%lld\n", out[0].i);
-		goto done;
-	}
-	t0 = clock_mono_us();
-	deadline = t0 + (long long)wait_s * 1000000;
-	for (;;) {
-		struct db_in in[1] = {DBI_I64(after)};
-		/*
-		 * Half a second between looks: each one counts the whole backlog, and at 100 ms
-		 * the looks took a few percent of the database's CPU from what is measured. The
-		 * rate below comes from done_at, so the interval never enters it.
-		 */
-		struct timespec ts = {0, 500 * 1000000L};
-
-		if (db_query(&db, SQL_DRAINED, in, 1, out, 1, NULL, NULL, &rows) != DB_OK) {
-			fprintf(stderr, "paycb-sim drain: %s\n", db.last_error);
-			rc = EXIT_UNAVAILABLE;
-			goto done;
-		}
-		if (out[0].i >= count || clock_mono_us() >= deadline)
-			break;
-		nanosleep(&ts, NULL);
-	}
-	/*
-	 * The rate is taken between the 10th and the 90th percentile of the rows' done_at: the
-	 * consumer group's first rebalances (every processor joins at once) and the last
-	 * partitions' tails stay out of it, and the polling interval never enters.
-	 */
-	{
-		long long n = out[0].i, k10 = n / 10, k90 = n - 1 - n / 10;
-		long long first = nth_done_us(&db, after, 0), last = nth_done_us(&db, after, n - 1);
-		long long t10 = nth_done_us(&db, after, k10), t90 = nth_done_us(&db, after, k90);
-		long long span = last - first, mid = t90 - t10;
-		long long rate = mid > 0 ? (k90 - k10) * 1000000 / mid : 0, gap = -1;
-		struct db_in in[1] = {DBI_I64(after)};
-
-		if (db_query(&db, SQL_MAX_GAP, in, 1, out, 1, NULL, NULL, &rows) == DB_OK && rows)
-			gap = out[0].i;
-		printf("drain: %lld of %lld rows finished in %lld.%03lld s (first to last); "
-		       "%lld/s between the 10th and 90th percentile; longest pause %lld ms\n",
-		       n, count, span / 1000000, span % 1000000 / 1000, rate, gap / 1000);
-		sim_report_kv(report, NULL, "drain_rows", n);
-		sim_report_kv(report, NULL, "drain_span_us", span);
-		sim_report_kv(report, NULL, "drain_rate", rate);
-		sim_report_kv(report, NULL, "drain_max_gap_us", gap);
-		rc = n >= count && first > 0 ? 0 : SIM_EXIT_MISMATCH;
-	}
-	goto done;
-usage:
-	fprintf(stderr, "usage: paycb-sim drain -c CONF (--mark | --after-id ID --count N) "
-	                "[--wait S] [--report FILE]\n");
-done:
-	if (up)
-		db_close(&db);
 	conf_free(&cf);
 	return rc;
 }

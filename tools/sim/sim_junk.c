@@ -36,9 +36,9 @@ struct junk_run {
 	char ali_shaped[4096];
 };
 
-/* crypto_b64 - a base64 string of n bytes' worth of 'A's (a signature's shape, never valid) */
+/* junk_b64 - a base64 string of n bytes' worth of 'A's (a signature's shape, never valid) */
 static void
-crypto_b64(char *out, size_t cap, size_t bytes)
+junk_b64(char *out, size_t cap, size_t bytes)
 {
 	size_t chars = (bytes + 2) / 3 * 4, pads = (3 - bytes % 3) % 3;
 
@@ -51,15 +51,14 @@ crypto_b64(char *out, size_t cap, size_t bytes)
 
 /* junk_shaped - one request shaped like a real notification of channel k % 3 */
 static void
-junk_shaped(struct junk_run *j, struct sim_conn *c, unsigned k, long long now,
-            struct sim_answer *a)
+junk_shaped(struct junk_run *j, struct sim_conn *c, unsigned k, long long now, struct sim_answer *a)
 {
 	static const char wx_body[] = "{\"id\":\"junk\",\"event_type\":\"TRANSACTION.SUCCESS\"}";
 	char hdr[1024], sig[400];
 
 	switch (k % 3) {
 	case 0:
-		crypto_b64(sig, sizeof(sig), 256);
+		junk_b64(sig, sizeof(sig), 256);
 		snprintf(hdr, sizeof(hdr),
 		         "Content-Type: application/json\r\nWechatpay-Timestamp: %lld\r\n"
 		         "Wechatpay-Nonce: n%u\r\nWechatpay-Serial: %s\r\n"
@@ -153,85 +152,116 @@ junk_shaped_init(struct junk_run *j, const struct conf *cf)
 			snprintf(j->wx_serial, sizeof(j->wx_serial), "%s", m->wxpay.keys[i].serial);
 	if (j->wx_serial[0] == '\0')
 		return -1;
-	crypto_b64(sign, sizeof(sign), 256);
-	len = (size_t)snprintf(j->ali_shaped, sizeof(j->ali_shaped),
-	                       "app_id=%s&notify_type=trade_status_sync&notify_id=junk&charset=utf-8"
-	                       "&version=1.0&trade_status=TRADE_SUCCESS&total_amount=1.00"
-	                       "&out_trade_no=junk&trade_no=junk&sign_type=RSA2&sign=%s",
-	                       m->alipay.app_id, sign);
+	junk_b64(sign, sizeof(sign), 256);
+	len =
+	    (size_t)snprintf(j->ali_shaped, sizeof(j->ali_shaped),
+	                     "app_id=%s&notify_type=trade_status_sync&notify_id=junk&charset=utf-8"
+	                     "&version=1.0&trade_status=TRADE_SUCCESS&total_amount=1.00"
+	                     "&out_trade_no=junk&trade_no=junk&sign_type=RSA2&sign=%s",
+	                     m->alipay.app_id, sign);
 	for (int i = 0; i < 19 && len + 40 < sizeof(j->ali_shaped); i++)
 		len += (size_t)snprintf(j->ali_shaped + len, sizeof(j->ali_shaped) - len,
 		                        "&extra_%02d=%d", i, i);
 	return 0;
 }
 
+/* junk_opts - parses junk's options into the run; returns 0, -1 for --help, or EXIT_USAGE. */
+static int
+junk_opts(int argc, char **argv, struct junk_run *j, const char **conf, const char **report,
+          int *conc, int *secs)
+{
+	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'}, {"seconds", 1, NULL, 's'},
+	                                   {"report", 1, NULL, 'r'},      {"shaped", 0, NULL, 'S'},
+	                                   {"help", 0, NULL, 'h'},        {NULL, 0, NULL, 0}};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
+		if (opt == 'c')
+			*conf = optarg;
+		else if (opt == 'C')
+			*conc = atoi(optarg);
+		else if (opt == 's')
+			*secs = atoi(optarg);
+		else if (opt == 'r')
+			*report = optarg;
+		else if (opt == 'S')
+			j->shaped = 1;
+		else {
+			fprintf(stderr,
+			        "usage: paycb-sim junk -c CONF [--concurrency C] [--seconds S] "
+			        "[--shaped] [--report FILE]\n");
+			return opt == 'h' ? -1 : EXIT_USAGE;
+		}
+	}
+	if (*conf == NULL || *conc < 1 || *conc > 512 || *secs < 1 || *secs > 600) {
+		fprintf(stderr,
+		        "paycb-sim junk: need -c CONF, 1 <= concurrency <= 512, 1 <= seconds "
+		        "<= 600\n");
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* junk_alipay_body - an Alipay-looking form body of about 64 KiB with a sign of the right
+ * length; returns 0 or -1 (out of memory). */
+static int
+junk_alipay_body(struct junk_run *j)
+{
+	size_t len = 0, cap = 70000;
+
+	if ((j->ali = malloc(cap)) == NULL)
+		return -1;
+	len += (size_t)snprintf(j->ali, cap, "app_id=2021000000000001&sign_type=RSA2&sign=");
+	for (int i = 0; i < 344; i++)
+		j->ali[len++] = i < 342 ? 'A' : '=';
+	for (int i = 0; len + 300 < 65000 && i < 247; i++)
+		len += (size_t)snprintf(j->ali + len, cap - len, "&p%03d=%0200d", i, i);
+	j->ali[len] = '\0';
+	return 0;
+}
+
+/* junk_report - the run's counts as key=value lines, to report or stdout. */
+static void
+junk_report(struct junk_run *j, const char *report, long long us, int started)
+{
+	FILE *fp = report ? fopen(report, "w") : stdout;
+
+	if (fp == NULL)
+		return;
+	fprintf(fp, "sent=%lld\nrefused=%lld\nbusy=%lld\nother=%lld\nrate=%lld\nclients=%d\n",
+	        atomic_load(&j->sent), atomic_load(&j->refused), atomic_load(&j->busy),
+	        atomic_load(&j->other), atomic_load(&j->sent) * 1000000LL / (us > 0 ? us : 1),
+	        started);
+	if (fp != stdout)
+		fclose(fp);
+}
+
 int
 sim_junk_main(int argc, char **argv)
 {
-	static const struct option lo[] = {{"concurrency", 1, NULL, 'C'},
-	                                   {"seconds", 1, NULL, 's'},
-	                                   {"report", 1, NULL, 'r'},
-	                                   {"shaped", 0, NULL, 'S'},
-	                                   {"help", 0, NULL, 'h'},
-	                                   {NULL, 0, NULL, 0}};
 	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
 	struct junk_run j;
 	struct conf cf;
 	pthread_t *t = NULL;
-	int conc = 16, secs = 8, opt, started = 0, rc = EXIT_SOFTWARE;
-	size_t len = 0, cap = 70000;
+	int conc = 16, secs = 8, started = 0, rc;
 	long long t0;
-	FILE *fp;
 
 	memset(&cf, 0, sizeof(cf));
 	memset(&j, 0, sizeof(j));
-	while ((opt = getopt_long(argc, argv, "c:", lo, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			conf = optarg;
-			break;
-		case 'C':
-			conc = atoi(optarg);
-			break;
-		case 's':
-			secs = atoi(optarg);
-			break;
-		case 'r':
-			report = optarg;
-			break;
-		case 'S':
-			j.shaped = 1;
-			break;
-		default:
-			fprintf(stderr,
-			        "usage: paycb-sim junk -c CONF [--concurrency C] [--seconds S] "
-			        "[--shaped] [--report FILE]\n");
-			rc = opt == 'h' ? 0 : EXIT_USAGE;
-			goto done;
-		}
-	}
-	if (conf == NULL || conc < 1 || conc > 512 || secs < 1 || secs > 600) {
-		fprintf(stderr,
-		        "paycb-sim junk: need -c CONF, 1 <= concurrency <= 512, 1 <= seconds "
-		        "<= 600\n");
-		rc = EXIT_USAGE;
+	if ((rc = junk_opts(argc, argv, &j, &conf, &report, &conc, &secs)) != 0) {
+		rc = rc < 0 ? 0 : rc;
 		goto done;
 	}
-	if (conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim") != 0) {
-		rc = EXIT_CONFIG;
+	if ((rc = conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim")) != 0) {
 		goto done;
 	}
-	if ((j.ali = malloc(cap)) == NULL || (t = calloc((size_t)conc, sizeof(*t))) == NULL)
+	rc = EXIT_SOFTWARE;
+	if (junk_alipay_body(&j) != 0 || (t = calloc((size_t)conc, sizeof(*t))) == NULL)
 		goto done;
-	len += (size_t)snprintf(j.ali, cap, "app_id=2021000000000001&sign_type=RSA2&sign=");
-	for (int i = 0; i < 344; i++)
-		j.ali[len++] = i < 342 ? 'A' : '=';
-	for (int i = 0; len + 300 < 65000 && i < 247; i++)
-		len += (size_t)snprintf(j.ali + len, cap - len, "&p%03d=%0200d", i, i);
-	j.ali[len] = '\0';
 	if (j.shaped && junk_shaped_init(&j, &cf) != 0) {
-		fprintf(stderr, "paycb-sim junk: --shaped needs a default merchant with a WeChat Pay "
-		                "key id and an Alipay app id\n");
+		fprintf(stderr,
+		        "paycb-sim junk: --shaped needs a default merchant with a WeChat Pay "
+		        "key id and an Alipay app id\n");
 		rc = EXIT_CONFIG;
 		goto done;
 	}
@@ -244,17 +274,7 @@ sim_junk_main(int argc, char **argv)
 			break;
 	for (int i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
-	t0 = clock_mono_us() - t0;
-	fp = report ? fopen(report, "w") : stdout;
-	if (fp != NULL) {
-		fprintf(fp,
-		        "sent=%lld\nrefused=%lld\nbusy=%lld\nother=%lld\nrate=%lld\nclients=%d\n",
-		        atomic_load(&j.sent), atomic_load(&j.refused), atomic_load(&j.busy),
-		        atomic_load(&j.other), atomic_load(&j.sent) * 1000000LL / (t0 > 0 ? t0 : 1),
-		        started);
-		if (fp != stdout)
-			fclose(fp);
-	}
+	junk_report(&j, report, clock_mono_us() - t0, started);
 	rc = started == conc ? 0 : EXIT_SOFTWARE;
 done:
 	free(t);

@@ -1,0 +1,165 @@
+/*
+ * test_processor_batch - a backlog of payments on one partition, waiting before a real
+ * bin/paycb-processor starts, is applied in batches (one transaction for a run of the
+ * partition's messages): every order is paid once with its two events, and the processor
+ * logs batches of more than one message (`event=batch_committed`, debug). A second backlog
+ * holds one payment whose order does not exist in its middle: its batch is rolled back and
+ * handled one message at a time (`event=batch_fallback`), the others are all paid once, and
+ * that one payment's failure is recorded (retry_count 1) as it is without batches.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cblog.h"
+#include "fixtures.h"
+#include "harness.h"
+
+#define WAIT_MS 60000
+#define N       40
+#define M       "default"
+
+static struct conf cf;
+static struct db db;
+static struct fx_pub *pub;
+static int pid = -1;
+static char plog[1024];
+
+/*
+ * backlog - N payments of orders <prefix>-i on partition 0; the order of payment `missing`
+ * is not created (-1: all are). The ids go to ids.
+ */
+static void
+backlog(const char *prefix, int missing, unsigned long long *ids)
+{
+	char order[64], trade[64];
+
+	for (int i = 0; i < N; i++) {
+		snprintf(order, sizeof(order), "%s-%d", prefix, i);
+		snprintf(trade, sizeof(trade), "T%s-%d", prefix, i);
+		if (i != missing)
+			assert_int_equal(fx_order(&db, M, order, "10.00", "CNY", "PENDING"), 0);
+		ids[i] = fx_pay_row(&db, &cf, M, "wxpay", trade, order, "10.00", "CNY");
+		assert_true(ids[i] > 0);
+		assert_int_equal(fx_publish(pub, NULL, 0, ids[i], M, "wxpay", order, 1, 0, NULL),
+		                 0);
+	}
+	assert_int_equal(fx_pub_flush(pub, 30000), 0);
+}
+
+/* paid_once - how many of the backlog's orders are PAID with exactly two events. */
+static long long
+paid_once(const char *prefix)
+{
+	char like[64];
+
+	snprintf(like, sizeof(like), "%s-%%", prefix);
+	struct db_in in[2] = {DBI_STR(like), DBI_STR(like)};
+	return harness_query_i64(
+	    &db,
+	    "SELECT COUNT(*) FROM orders o WHERE o.out_trade_no LIKE ? AND "
+	    "o.status = 'PAID' AND (SELECT COUNT(*) FROM order_events e WHERE "
+	    "e.merchant_id = o.merchant_id AND e.out_trade_no = o.out_trade_no) = 2 "
+	    "AND o.out_trade_no IN (SELECT out_trade_no FROM pay_callback_log WHERE "
+	    "out_trade_no LIKE ? AND status = 1 AND outcome = 'paid')",
+	    in, 2);
+}
+
+static void
+start_processor(void)
+{
+	struct fx_logwait w = {plog, "event=assigned", 1};
+
+	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
+	assert_true(pid > 0);
+	assert_int_equal(harness_wait_until(fx_log_has, &w, WAIT_MS), 0);
+}
+
+static void
+backlog_is_applied_in_batches(void **state)
+{
+	unsigned long long ids[N];
+	struct fx_logwait w = {NULL, "event=batch_committed", 1};
+
+	(void)state;
+	backlog("OB", -1, ids);
+	start_processor();
+	w.file = plog;
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_wait_row(&db, 0, ids[i], 1, WAIT_MS), 0);
+	assert_int_equal(paid_once("OB"), N);
+	/* The backlog went in batches, and none of them fell back. */
+	assert_int_equal(harness_wait_until(fx_log_has, &w, 1000), 0);
+	assert_int_equal(harness_file_count(plog, "event=batch_fallback"), 0);
+	printf("# %lld batches for %d payments\n",
+	       harness_file_count(plog, "event=batch_committed"), N);
+	assert_true(harness_file_count(plog, "event=batch_committed") < N);
+}
+
+static void
+a_failing_payment_rolls_its_batch_back_to_one_at_a_time(void **state)
+{
+	unsigned long long ids[N];
+	struct fx_logwait w = {NULL, "event=batch_fallback", 1};
+
+	(void)state;
+	/* The processor of the first case is stopped: this backlog waits for the next one. */
+	assert_int_equal(harness_stop(pid, SIGTERM, 30000), 0);
+	backlog("OF", N / 2, ids);
+	start_processor();
+	w.file = plog;
+	for (int i = 0; i < N; i++)
+		if (i != N / 2)
+			assert_int_equal(fx_wait_row(&db, 0, ids[i], 1, WAIT_MS), 0);
+	/* No order: a retryable failure, recorded on the row, which stays pending. */
+	assert_int_equal(fx_wait_retry(&db, 0, ids[N / 2], 1, WAIT_MS), 0);
+	assert_int_equal(paid_once("OF"), N - 1);
+	assert_int_equal(harness_wait_until(fx_log_has, &w, 1000), 0);
+	{
+		struct db_in in[1] = {DBI_I64(ids[N / 2])};
+		assert_int_equal(
+		    harness_query_i64(&db,
+		                      "SELECT COUNT(*) FROM pay_callback_log WHERE id = "
+		                      "? AND status = 0 AND retry_count = 1",
+		                      in, 1),
+		    1);
+	}
+}
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	return (pub = fx_pub_new(&cf)) == NULL ? -1 : 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	(void)state;
+	return fx_processor_stop(pub, pid, plog);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(backlog_is_applied_in_batches),
+	    cmocka_unit_test(a_failing_payment_rolls_its_batch_back_to_one_at_a_time),
+	};
+	int rc;
+
+	if (fx_processor_conf(&cf, "pbatch", NULL, 1) != 0)
+		return 1;
+	harness_set(&cf.log_level, "debug"); /* the batch_committed lines */
+	harness_db(&cf, &db);
+	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+	db_close(&db);
+	harness_teardown(&cf);
+	return rc;
+}
