@@ -8,8 +8,13 @@
  * duplicates, out-of-order delivery and many connections. It then checks the database
  * against what each scenario must produce.
  *
- * Modules: sim_keys.c (key generation), sim_conf.c (configuration writing, loading the
- * merchants' keys), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
+ * The tests link the support code they share with the simulator from its archive, each part
+ * with a header of its own: sim_http.h (the HTTP client), sim_pki.h (certificates and PEM
+ * text) and sim_conf_tree.h (writing configuration files).
+ *
+ * Modules: sim_keys.c (key generation), sim_pki.c (certificates and PEM text), sim_conf.c
+ * (configuration writing, loading the merchants' keys), sim_conf_tree.c (configuration files
+ * as libconfig trees), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
  * sim_plan.c (scenarios), sim_plan_refunds.c (the refund and edge-state scenarios),
  * sim_plan_notes.c (the notifications and delivery chains both build cases from),
  * sim_expect.c (what each kind of case must produce), sim_deliver.c (the delivery engine),
