@@ -1,7 +1,7 @@
 /*
  * harness - shared setup of integration tests (see harness.h): the private database and
  * topic prefix, queries and waits with deadlines, the configuration written back for real
- * daemons, and starting and stopping those daemons.
+ * daemons (by the simulator's writer), and starting and stopping those daemons.
  */
 #include "harness.h"
 #include "topics.h"
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "migrate.h"
+#include "sim_conf_tree.h"
 
 void
 harness_set(char **field, const char *value)
@@ -159,7 +160,7 @@ harness_i64_cond(void *arg)
 
 int
 harness_wait_i64(struct db *db, const char *sql, const struct db_in *in, int nin, long long want,
-		 long long timeout_ms)
+                 long long timeout_ms)
 {
 	struct harness_i64 c = {db, sql, in, nin, want, -1};
 
@@ -172,143 +173,28 @@ harness_wait_i64(struct db *db, const char *sql, const struct db_in *in, int nin
 
 /* ---- writing the configuration back ------------------------------------------------ */
 
-static void
-harness_indent(FILE *fp, int depth)
-{
-	for (int i = 0; i < depth; i++)
-		fputs("  ", fp);
-}
-
-static void
-harness_quote(FILE *fp, const char *s)
-{
-	fputc('"', fp);
-	for (; *s; s++) {
-		switch (*s) {
-		case '"': fputs("\\\"", fp); break;
-		case '\\': fputs("\\\\", fp); break;
-		case '\n': fputs("\\n", fp); break;
-		case '\t': fputs("\\t", fp); break;
-		default: fputc(*s, fp); break;
-		}
-	}
-	fputc('"', fp);
-}
-
-static void
-harness_int(FILE *fp, long long v)
-{
-	/* libconfig reads integers beyond 32 bits only with the L suffix. */
-	fprintf(fp, "%lld%s", v, (v > 2147483647LL || v < -2147483648LL) ? "L" : "");
-}
-
-static void harness_write_group(FILE *fp, const struct cfg_setting *tab, const char *base,
-				int depth);
-
-static void
-harness_write_setting(FILE *fp, const struct cfg_setting *t, const char *base, int depth)
-{
-	const char *p = base + t->off;
-
-	switch (t->type) {
-	case CFG_INT:
-		harness_indent(fp, depth);
-		fprintf(fp, "%s = ", t->name);
-		harness_int(fp, *(const long long *)p);
-		fputs(";\n", fp);
-		break;
-	case CFG_BOOL:
-		harness_indent(fp, depth);
-		fprintf(fp, "%s = %s;\n", t->name, *(const int *)p ? "true" : "false");
-		break;
-	case CFG_STR:
-		if (*(char *const *)p == NULL)
-			break;
-		harness_indent(fp, depth);
-		fprintf(fp, "%s = ", t->name);
-		harness_quote(fp, *(char *const *)p);
-		fputs(";\n", fp);
-		break;
-	case CFG_INT_LIST: {
-		const struct cfg_ints *l = (const struct cfg_ints *)p;
-		harness_indent(fp, depth);
-		fprintf(fp, "%s = [", t->name);
-		for (int i = 0; i < l->n; i++) {
-			fputs(i ? ", " : " ", fp);
-			harness_int(fp, l->v[i]);
-		}
-		fputs(" ];\n", fp);
-		break;
-	}
-	case CFG_STR_LIST: {
-		const struct cfg_strs *l = (const struct cfg_strs *)p;
-		harness_indent(fp, depth);
-		fprintf(fp, "%s = [", t->name);
-		for (int i = 0; i < l->n; i++) {
-			fputs(i ? ", " : " ", fp);
-			harness_quote(fp, l->v[i]);
-		}
-		fputs(" ];\n", fp);
-		break;
-	}
-	case CFG_GROUP:
-		/* An optional group (one with a present flag) is written only when present. */
-		if (t->count_off != (size_t)-1 && !*(const int *)(base + t->count_off))
-			break;
-		harness_indent(fp, depth);
-		fprintf(fp, "%s = {\n", t->name);
-		harness_write_group(fp, t->sub, p, depth + 1);
-		harness_indent(fp, depth);
-		fputs("};\n", fp);
-		break;
-	case CFG_GROUP_LIST: {
-		const char *arr = *(char *const *)p;
-		int n = *(const int *)(base + t->count_off);
-		if (arr == NULL || n == 0)
-			break;
-		harness_indent(fp, depth);
-		fprintf(fp, "%s = (\n", t->name);
-		for (int i = 0; i < n; i++) {
-			harness_indent(fp, depth + 1);
-			fputs("{\n", fp);
-			harness_write_group(fp, t->sub, arr + (size_t)i * t->elem_size, depth + 2);
-			harness_indent(fp, depth + 1);
-			fputs(i + 1 < n ? "},\n" : "}\n", fp);
-		}
-		harness_indent(fp, depth);
-		fputs(");\n", fp);
-		break;
-	}
-	}
-}
-
-static void
-harness_write_group(FILE *fp, const struct cfg_setting *tab, const char *base, int depth)
-{
-	for (const struct cfg_setting *t = tab; t->name; t++)
-		harness_write_setting(fp, t, base, depth);
-}
-
 int
 harness_write_conf(const struct conf *cf, const char *path, const char *extra)
 {
-	char tmp[1024];
-	FILE *fp;
+	char err[512] = "";
+	config_t c;
+	int rc = -1;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if ((fp = fopen(tmp, "w")) == NULL) {
-		printf("# harness: cannot write %s\n", tmp);
-		return -1;
+	/* The simulator's configuration writer (tools/sim/sim_conf.c), so both write alike. */
+	config_init(&c);
+	if (sim_conf_tree(config_root_setting(&c), cf) != 0) {
+		snprintf(err, sizeof(err), "cannot build the configuration for %s", path);
+		goto done;
 	}
-	fputs("# written by tests/support/harness.c (harness_write_conf)\n", fp);
-	harness_write_group(fp, conf_table, (const char *)cf, 0);
-	if (extra)
-		fputs(extra, fp);
-	if (fclose(fp) != 0 || rename(tmp, path) != 0) {
-		printf("# harness: cannot write %s\n", path);
-		return -1;
-	}
-	return 0;
+	if (extra != NULL &&
+	    sim_conf_add_text(config_root_setting(&c), extra, err, sizeof(err)) != 0)
+		goto done;
+	rc = sim_conf_save(&c, path, err, sizeof(err));
+done:
+	if (rc != 0)
+		printf("# harness: %s\n", err);
+	config_destroy(&c);
+	return rc;
 }
 
 /* ---- daemons started by tests ------------------------------------------------------- */

@@ -8,8 +8,13 @@
  * duplicates, out-of-order delivery and many connections. It then checks the database
  * against what each scenario must produce.
  *
- * Modules: sim_keys.c (key generation), sim_conf.c (configuration writing, loading the
- * merchants' keys), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
+ * The tests link the support code they share with the simulator from its archive, each part
+ * with a header of its own: sim_http.h (the HTTP client), sim_pki.h (certificates and PEM
+ * text) and sim_conf_tree.h (writing configuration files).
+ *
+ * Modules: sim_keys.c (key generation), sim_pki.c (certificates and PEM text), sim_conf.c
+ * (configuration writing, loading the merchants' keys), sim_conf_tree.c (configuration files
+ * as libconfig trees), sim_http.c (the HTTP client), sim_notify.c (signed notifications),
  * sim_plan.c (scenarios), sim_plan_refunds.c (the refund and edge-state scenarios),
  * sim_plan_notes.c (the notifications and delivery chains both build cases from),
  * sim_expect.c (what each kind of case must produce), sim_deliver.c (the delivery engine),
@@ -34,6 +39,7 @@
 #include "conf.h"
 #include "crypto.h"
 #include "db.h"
+#include "sim_http.h"
 
 /* Exit codes beyond the daemon ones (daemon.h): a checked expectation did not hold. */
 #define SIM_EXIT_MISMATCH 1
@@ -123,47 +129,6 @@ struct sim_merchant {
 int sim_merchants_load(const struct conf *cf, const char *keys_dir, struct sim_merchant **out,
                        int *n, char *err, size_t errlen);
 void sim_merchants_free(struct sim_merchant *m, int n);
-
-/* ---- sim_http.c ------------------------------------------------------------------------ */
-
-/* One keep-alive connection to ingest. */
-struct sim_conn {
-	int fd;
-	char addr[64];
-	int port;
-	char *buf;
-	size_t cap;
-};
-
-struct sim_answer {
-	int status; /* 0 when no answer came (connection error or timeout) */
-	char body[256];
-	size_t body_len;
-	long long us; /* from sending to the whole answer */
-};
-
-void sim_conn_init(struct sim_conn *c, const char *addr, int port);
-int sim_conn_open(struct sim_conn *c, int timeout_ms);
-/*
- * Posts one request (headers are "Name: value\r\n" lines) and reads the answer. A reused
- * connection the server closed meanwhile is reopened once. Returns 0 with an answer in a,
- * or -1 (a->status 0) on a connection error or timeout; the connection is then closed.
- */
-int sim_http_post(struct sim_conn *c, const char *path, const char *headers, const void *body,
-                  size_t len, int timeout_ms, struct sim_answer *a);
-/* Formats a POST's request line and headers into out; returns their length or -1. */
-int sim_http_head(const struct sim_conn *c, const char *path, const char *headers, size_t len,
-                  char *out, size_t outlen);
-/*
- * Parses the got bytes of an answer in buf (which has room for one more byte, a NUL).
- * closed says the connection has ended. Returns 0 with a filled (status, body), 1 when more
- * bytes are needed, -1 for a malformed or cut-off answer. *keep: the connection may be reused.
- */
-int sim_http_parse(char *buf, size_t got, int closed, struct sim_answer *a, int *keep);
-/* A GET, for readiness checks. */
-int sim_http_get(const char *addr, int port, const char *path, int timeout_ms,
-                 struct sim_answer *a);
-void sim_conn_close(struct sim_conn *c);
 
 /* ---- sim_storm.c ----------------------------------------------------------------------- */
 

@@ -7,7 +7,8 @@
  * merchants section is replaced as one unit, and an override such as
  * `ingest.listen_port=18480` lands in the right group whether or not the base has it. The
  * result is then loaded with the same validation every daemon runs, so a configuration the
- * simulator writes is one the pipeline accepts.
+ * simulator writes is one the pipeline accepts. Building and writing the tree are
+ * sim_conf_tree.c's, which the tests' configurations go through too.
  */
 #include <errno.h>
 #include <libconfig.h>
@@ -20,48 +21,7 @@
 
 #include "cfg.h"
 #include "sim.h"
-
-/* copy_setting - a deep copy of src as member name of parent (name NULL in lists). */
-static int
-copy_setting(config_setting_t *parent, const char *name, const config_setting_t *src)
-{
-	int type = config_setting_type(src);
-	config_setting_t *dst = config_setting_add(parent, name, type);
-
-	if (dst == NULL)
-		return -1;
-	switch (type) {
-	case CONFIG_TYPE_INT:
-		return config_setting_set_int(dst, config_setting_get_int(src)) == CONFIG_TRUE ? 0
-		                                                                               : -1;
-	case CONFIG_TYPE_INT64:
-		return config_setting_set_int64(dst, config_setting_get_int64(src)) == CONFIG_TRUE
-		           ? 0
-		           : -1;
-	case CONFIG_TYPE_BOOL:
-		return config_setting_set_bool(dst, config_setting_get_bool(src)) == CONFIG_TRUE
-		           ? 0
-		           : -1;
-	case CONFIG_TYPE_STRING:
-		return config_setting_set_string(dst, config_setting_get_string(src)) == CONFIG_TRUE
-		           ? 0
-		           : -1;
-	case CONFIG_TYPE_GROUP:
-	case CONFIG_TYPE_ARRAY:
-	case CONFIG_TYPE_LIST:
-		for (int i = 0; i < config_setting_length(src); i++) {
-			const config_setting_t *e = config_setting_get_elem(src, (unsigned)i);
-			if (copy_setting(dst,
-			                 type == CONFIG_TYPE_GROUP ? config_setting_name(e) : NULL,
-			                 e) != 0)
-				return -1;
-		}
-		return 0;
-	default:
-		/* paycb has no floating-point settings; refusing them keeps typos visible. */
-		return -1;
-	}
-}
+#include "sim_conf_tree.h"
 
 /*
  * set_path - applies one "a.b.c=value" override under root. The value is parsed as
@@ -102,7 +62,7 @@ set_path(config_setting_t *root, const char *spec, char *err, size_t errlen)
 		if ((next = strtok_r(NULL, ".", &save)) == NULL) {
 			if (child != NULL && config_setting_remove(g, tok) != CONFIG_TRUE)
 				goto done;
-			if (copy_setting(g, tok, v) != 0) {
+			if (sim_conf_copy(g, tok, v) != 0) {
 				snprintf(err, errlen, "--set '%s': cannot set this value", spec);
 				goto done;
 			}
@@ -198,7 +158,6 @@ int
 sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, int nm,
                char *const *sets, int nsets, char *err, size_t errlen)
 {
-	char tmp[SIM_PATH + 8];
 	config_setting_t *root, *list;
 	struct cfg_errors errs;
 	struct conf check;
@@ -227,12 +186,8 @@ sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, in
 	for (int i = 0; i < nsets; i++)
 		if (set_path(root, sets[i], err, errlen) != 0)
 			goto done;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-	if (config_write_file(&c, tmp) != CONFIG_TRUE || chmod(tmp, 0644) != 0 ||
-	    rename(tmp, out) != 0) {
-		snprintf(err, errlen, "cannot write %s: %s", out, strerror(errno));
+	if (sim_conf_save(&c, out, err, errlen) != 0)
 		goto done;
-	}
 	/* Checked as every program reads it, key files included. */
 	if (conf_load(out, PROC_INGEST | PROC_PROCESSOR | PROC_RETRIER | PROC_SIM, &check, &errs) !=
 	    0) {
@@ -317,7 +272,7 @@ load_wx(const struct conf_merchant *cm, const char *dir, struct sim_merchant *m,
 			continue;
 		}
 		if (crypto_load_pubkey_file_serial(k->file, &pub, serial, sizeof(serial), err,
-		                                errlen) != 0)
+		                                   errlen) != 0)
 			goto done;
 		EVP_PKEY_free(pub);
 		snprintf(m->wx_serial, sizeof(m->wx_serial), "%s", serial);

@@ -20,13 +20,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/bn.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 
 #include "sim.h"
+#include "sim_pki.h"
 
 /* Platform certificates are valid for five years, as WeChat's are. */
 #define SIM_CERT_DAYS (5 * 365)
@@ -70,81 +70,28 @@ done:
 	return rc;
 }
 
-/* write_bio - writes what a PEM writer put into a memory BIO; frees the BIO. */
+/* write_pem - writes PEM text made by sim_pki to path with mode; cleanses and frees it. */
 static int
-write_bio(const char *path, BIO *bio, int ok, mode_t mode)
+write_pem(const char *path, char *pem, mode_t mode)
 {
-	char *data;
-	long n;
-	int rc = -1;
+	int rc = pem != NULL ? write_file(path, pem, strlen(pem), mode) : -1;
 
-	if (bio != NULL && ok && (n = BIO_get_mem_data(bio, &data)) > 0)
-		rc = write_file(path, data, (size_t)n, mode);
-	BIO_free(bio);
+	if (pem != NULL)
+		OPENSSL_cleanse(pem, strlen(pem));
+	free(pem);
 	return rc;
 }
 
 static int
 write_privkey(const char *path, EVP_PKEY *key)
 {
-	BIO *bio = BIO_new(BIO_s_mem());
-
-	return write_bio(path, bio,
-	                 bio != NULL &&
-	                     PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL) == 1,
-	                 0600);
+	return write_pem(path, sim_pki_privkey_pem(key), 0600);
 }
 
 static int
 write_pubkey(const char *path, EVP_PKEY *key)
 {
-	BIO *bio = BIO_new(BIO_s_mem());
-
-	return write_bio(path, bio, bio != NULL && PEM_write_bio_PUBKEY(bio, key) == 1, 0644);
-}
-
-/*
- * self_signed - a platform certificate for key with a random 20-byte serial whose first
- * byte is non-zero (so its hex has no leading zero to normalise) and positive.
- */
-static X509 *
-self_signed(EVP_PKEY *key)
-{
-	unsigned char raw[20];
-	ASN1_INTEGER *serial = NULL;
-	BIGNUM *bn = NULL;
-	X509_NAME *name;
-	X509 *x = NULL;
-	int ok = 0;
-
-	if (RAND_bytes(raw, sizeof(raw)) != 1)
-		goto done;
-	raw[0] = (unsigned char)((raw[0] & 0x7f) | 0x10);
-	if ((x = X509_new()) == NULL || (bn = BN_bin2bn(raw, sizeof(raw), NULL)) == NULL ||
-	    (serial = BN_to_ASN1_INTEGER(bn, NULL)) == NULL)
-		goto done;
-	if (X509_set_version(x, 2) != 1 || X509_set_serialNumber(x, serial) != 1 ||
-	    X509_gmtime_adj(X509_getm_notBefore(x), -3600) == NULL ||
-	    X509_time_adj_ex(X509_getm_notAfter(x), SIM_CERT_DAYS, 0, NULL) == NULL ||
-	    X509_set_pubkey(x, key) != 1)
-		goto done;
-	name = X509_get_subject_name(x);
-	if (X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"paycb-sim",
-	                               -1, -1, 0) != 1 ||
-	    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-	                               (const unsigned char *)"WeChat Pay platform (simulated)", -1,
-	                               -1, 0) != 1 ||
-	    X509_set_issuer_name(x, name) != 1 || X509_sign(x, key, EVP_sha256()) == 0)
-		goto done;
-	ok = 1;
-done:
-	ASN1_INTEGER_free(serial);
-	BN_free(bn);
-	if (!ok) {
-		X509_free(x);
-		x = NULL;
-	}
-	return x;
+	return write_pem(path, sim_pki_pubkey_pem(key), 0644);
 }
 
 /* random_text - n random characters of alphabet, NUL-terminated. */
@@ -207,7 +154,6 @@ sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, 
 	char mdir[SIM_PATH], path[SIM_PATH + 32], secret[64], digits[40];
 	EVP_PKEY *wx = NULL, *wxpub = NULL, *ali = NULL;
 	const char *what = "directory";
-	BIO *bio = NULL;
 	X509 *cert = NULL;
 	int rc = -1;
 
@@ -222,15 +168,14 @@ sim_keys_make(const char *dir, const char *id, int index, struct sim_mfiles *f, 
 	snprintf(f->app_id, sizeof(f->app_id), "20210%011d", 1 + index);
 
 	what = "WeChat Pay platform key";
-	if ((wx = EVP_RSA_gen(2048)) == NULL || (cert = self_signed(wx)) == NULL)
+	if ((wx = EVP_RSA_gen(2048)) == NULL ||
+	    (cert = sim_pki_cert(wx, NULL, SIM_CERT_DAYS)) == NULL)
 		goto done;
 	snprintf(path, sizeof(path), "%s/%s", mdir, SIM_WX_CERT_KEY);
 	if (write_privkey(path, wx) != 0)
 		goto done;
 	snprintf(f->wx_cert, sizeof(f->wx_cert), "%s/wx_platform_cert.pem", mdir);
-	bio = BIO_new(BIO_s_mem());
-	if (write_bio(f->wx_cert, bio, bio != NULL && PEM_write_bio_X509(bio, cert) == 1, 0644) !=
-	    0)
+	if (write_pem(f->wx_cert, sim_pki_cert_pem(cert), 0644) != 0)
 		goto done;
 
 	what = "WeChat Pay public key";
