@@ -3,8 +3,8 @@
  *
  * paycb-sim behaves toward paycb-ingest as WeChat Pay APIv3, Alipay and Stripe do: it holds
  * the channels' private keys, creates orders the way a merchant's order service does, signs
- * notifications with the channel library's signing functions (chan/chan_notify.h), and delivers them
- * at least once on each channel's (compressed) retry schedule, with lost acknowledgements,
+ * notifications with the channel library's signing functions (chan/chan_notify.h), and delivers
+ * them at least once on each channel's (compressed) retry schedule, with lost acknowledgements,
  * duplicates, out-of-order delivery and many connections. It then checks the database
  * against what each scenario must produce.
  *
@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -151,6 +152,11 @@ int sim_conn_open(struct sim_conn *c, int timeout_ms);
  */
 int sim_http_post(struct sim_conn *c, const char *path, const char *headers, const void *body,
                   size_t len, int timeout_ms, struct sim_answer *a);
+/*
+ * An iovec that sends n bytes from p. POSIX declares iov_base without const although
+ * writev() and sendmsg() only read it; this is the one place that drops the qualifier.
+ */
+struct iovec sim_iov_out(const void *p, size_t n);
 /* Formats a POST's request line and headers into out; returns their length or -1. */
 int sim_http_head(const struct sim_conn *c, const char *path, const char *headers, size_t len,
                   char *out, size_t outlen);
