@@ -46,8 +46,8 @@ usage(FILE *fp)
 	        "  junk -c CONF [--concurrency C] [--seconds S] [--report FILE]\n"
 	        "  api -c CONF --port P [--keys DIR]   (the channel API side, WeChat Pay)\n\n"
 	        "scenarios:");
-	for (int i = 0; sim_scenarios[i] != NULL; i++)
-		fprintf(fp, " %s", sim_scenarios[i]);
+	for (int i = 0; sim_scenario_name(i) != NULL; i++)
+		fprintf(fp, " %s", sim_scenario_name(i));
 	fprintf(fp, "\n\n--set values are libconfig syntax (18480, [1, 2], true, \"x\") or a bare "
 	            "string.\n--compress F: channel seconds per real second (default 60: a "
 	            "channel minute takes 1 s).\n--keys defaults to the directory 'keys' beside "

@@ -375,8 +375,8 @@ int sim_kind_closed(enum sim_kind k);
 int sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm,
                    const struct sim_opts *o, char *err, size_t errlen);
 void sim_plan_free(struct sim_plan *p);
-/* The names `run --scenario` accepts, for the usage text. */
-extern const char *const sim_scenarios[];
+/* The i-th name `run --scenario` accepts (for the usage text); NULL past the last. */
+const char *sim_scenario_name(int i);
 
 /* ---- sim_stats.c ----------------------------------------------------------------------- */
 
