@@ -34,8 +34,9 @@ chan_ali_sign_content(const struct chan_kv *params, size_t n, char **out, size_t
 		             strlen(params[i].v)) != 0)
 			goto done;
 	}
-	/* A request signs its sign_type, as the notification's "V2" rule does. */
-	rc = ali_sign_content(&f, ALI_SIGN_KEEP_SIGN_TYPE | ALI_SIGN_UNIQUE, out, outlen);
+	/* form_add refuses a duplicated name. A request signs its sign_type, as a
+	 * notification's "V2" rule does (keep_sign_type). */
+	rc = ali_sign_content(&f, 1, out, outlen);
 done:
 	form_free(&f);
 	return rc;

@@ -256,17 +256,13 @@ enum verr stripe_verify_parse(const struct stripe_merchant *, const struct http_
 enum verr wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_t len,
                           uint8_t **plain, size_t *plen, char *reason, size_t rlen);
 
-/* ali_sign_content's flags. */
-#define ALI_SIGN_KEEP_SIGN_TYPE 1 /* the notification's "V2" rule; requests always keep it */
-#define ALI_SIGN_UNIQUE         2 /* fail on a duplicated name (requests) */
-
 /*
  * Builds Alipay's string to sign from decoded parameters: every parameter except "sign"
- * (and except "sign_type" unless ALI_SIGN_KEEP_SIGN_TYPE), sorted by name bytes, joined as
- * name=value with '&'. Requests (chan_ali_sign_content) and notifications share it. *out is
- * a new buffer (free it). Returns 0 or -1.
+ * (and except "sign_type" unless keep_sign_type, which gives the "V2" rule), sorted by name
+ * bytes, joined as name=value with '&'. Alipay requests (chan_ali_sign_content) are signed
+ * over the same string, with keep_sign_type. *out is a new buffer (free it). Returns 0 or -1.
  */
-int ali_sign_content(const struct form *params, int flags, char **out, size_t *outlen);
+int ali_sign_content(const struct form *params, int keep_sign_type, char **out, size_t *outlen);
 
 /*
  * Signing side, used by the simulator (paycb-sim) and tests so their notifications go through

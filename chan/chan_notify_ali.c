@@ -44,7 +44,7 @@ ali_cmp(const void *a, const void *b)
 }
 
 int
-ali_sign_content(const struct form *f, int flags, char **out, size_t *outlen)
+ali_sign_content(const struct form *f, int keep_sign_type, char **out, size_t *outlen)
 {
 	const struct form_pair **v = NULL;
 	size_t n = 0, total = 0, o = 0;
@@ -58,15 +58,12 @@ ali_sign_content(const struct form *f, int flags, char **out, size_t *outlen)
 		const struct form_pair *p = &f->pairs[i];
 
 		if (strcmp(p->key, "sign") == 0 ||
-		    (!(flags & ALI_SIGN_KEEP_SIGN_TYPE) && strcmp(p->key, "sign_type") == 0))
+		    (!keep_sign_type && strcmp(p->key, "sign_type") == 0))
 			continue;
 		v[n++] = p;
 		total += p->klen + 1 + p->vlen + 1;
 	}
 	qsort(v, n, sizeof(*v), ali_cmp);
-	for (size_t i = 1; (flags & ALI_SIGN_UNIQUE) && i < n; i++)
-		if (ali_cmp(&v[i - 1], &v[i]) == 0)
-			goto done;
 	if ((s = malloc(total + 1)) == NULL)
 		goto done;
 	for (size_t i = 0; i < n; i++) {
@@ -98,7 +95,7 @@ ali_verify_rule(const struct ali_merchant *m, const struct form *f, int keep_sig
 	size_t clen;
 	int ok = 0;
 
-	if (ali_sign_content(f, keep_sign_type ? ALI_SIGN_KEEP_SIGN_TYPE : 0, &content, &clen) != 0)
+	if (ali_sign_content(f, keep_sign_type, &content, &clen) != 0)
 		return 0;
 	for (int i = 0; i < m->nkeys && i < 4 && !ok; i++)
 		if (m->keys[i] != NULL &&
