@@ -52,7 +52,7 @@ migrate_create_db(const struct conf *cf, char *err, size_t errlen)
 	for (const char *p = cf->db.name; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')) {
 			snprintf(err, errlen, "database name '%s': only [a-z0-9_] allowed",
-				 cf->db.name);
+			         cf->db.name);
 			return -1;
 		}
 	c.name = "";
@@ -62,8 +62,8 @@ migrate_create_db(const struct conf *cf, char *err, size_t errlen)
 	}
 	/* A schema name cannot be a placeholder; it was checked against [a-z0-9_] above. */
 	snprintf(sql, sizeof(sql),
-		 "CREATE DATABASE IF NOT EXISTS `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-		 cf->db.name);
+	         "CREATE DATABASE IF NOT EXISTS `%s` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+	         cf->db.name);
 	if (db_exec_once(&db, sql, NULL) != DB_OK) {
 		snprintf(err, errlen, "create database: %s", db.last_error);
 		goto done;
@@ -117,11 +117,66 @@ migrate_file(struct db *db, const char *path, char *text, char *err, size_t errl
 	return 0;
 }
 
+/*
+ * migrate_one - applies schema file name unless schema_migrations has it; a recorded file
+ * whose checksum changed is an error. Returns 0 or -1 with err.
+ */
+static int
+migrate_one(struct db *db, const char *dir, const char *name, struct migrate_result *res, char *err,
+            size_t errlen)
+{
+	char path[1024], sum[65], have[65];
+	struct db_in in[2] = {DBI_STR(name), DBI_NULL};
+	struct db_out out[1] = {DBO_STR(have, sizeof(have))};
+	unsigned long long rows = 0;
+	size_t len = 0;
+	char *text = NULL;
+	int rc = -1;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((text = migrate_slurp(path, &len)) == NULL) {
+		snprintf(err, errlen, "cannot read %s", path);
+		goto done;
+	}
+	digest_sha256_hex(text, len, sum);
+	if (db_query(db, "SELECT sha256 FROM schema_migrations WHERE version = ?", in, 1, out, 1,
+	             NULL, NULL, &rows) != DB_OK) {
+		snprintf(err, errlen, "schema_migrations: %s", db->last_error);
+		goto done;
+	}
+	if (rows) {
+		if (strcmp(have, sum) != 0) {
+			snprintf(err, errlen,
+			         "%s was applied with sha256 %.12s but the file now has "
+			         "%.12s; migrations are never edited, add a new one",
+			         name, have, sum);
+			goto done;
+		}
+		res->skipped++;
+		rc = 0;
+		goto done;
+	}
+	if (migrate_file(db, path, text, err, errlen) != 0)
+		goto done;
+	in[1] = DBI_STR(sum);
+	if (db_exec(db, "INSERT INTO schema_migrations (version, sha256) VALUES (?, ?)", in, 2,
+	            NULL, NULL) != DB_OK) {
+		snprintf(err, errlen, "record %s: %s", name, db->last_error);
+		goto done;
+	}
+	log_info(NULL, "event=migration_applied version=%s sha256=%.12s", name, sum);
+	res->applied++;
+	rc = 0;
+done:
+	free(text);
+	return rc;
+}
+
 int
 migrate_sql(const struct conf *cf, const char *dir, struct migrate_result *res, char *err,
-	    size_t errlen)
+            size_t errlen)
 {
-	char *names[256], path[1024], sum[65], have[65];
+	char *names[256];
 	struct dirent *de;
 	struct db db;
 	DIR *d = NULL;
@@ -144,60 +199,18 @@ migrate_sql(const struct conf *cf, const char *dir, struct migrate_result *res, 
 		goto done;
 	}
 	if (db_exec(&db,
-		    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-		    " version VARCHAR(128) NOT NULL PRIMARY KEY,"
-		    " sha256 CHAR(64) NOT NULL,"
-		    " applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)"
-		    ") ENGINE=InnoDB",
-		    NULL, 0, NULL, NULL) != DB_OK) {
+	            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+	            " version VARCHAR(128) NOT NULL PRIMARY KEY,"
+	            " sha256 CHAR(64) NOT NULL,"
+	            " applied_at DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)"
+	            ") ENGINE=InnoDB",
+	            NULL, 0, NULL, NULL) != DB_OK) {
 		snprintf(err, errlen, "schema_migrations: %s", db.last_error);
 		goto done;
 	}
-	for (int i = 0; i < n; i++) {
-		struct db_in in[2] = {DBI_STR(names[i]), DBI_NULL};
-		struct db_out out[1] = {DBO_STR(have, sizeof(have))};
-		unsigned long long rows = 0;
-		size_t len = 0;
-		char *text;
-
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		if ((text = migrate_slurp(path, &len)) == NULL) {
-			snprintf(err, errlen, "cannot read %s", path);
+	for (int i = 0; i < n; i++)
+		if (migrate_one(&db, dir, names[i], res, err, errlen) != 0)
 			goto done;
-		}
-		digest_sha256_hex(text, len, sum);
-		if (db_query(&db, "SELECT sha256 FROM schema_migrations WHERE version = ?", in, 1,
-			     out, 1, NULL, NULL, &rows) != DB_OK) {
-			snprintf(err, errlen, "schema_migrations: %s", db.last_error);
-			free(text);
-			goto done;
-		}
-		if (rows) {
-			free(text);
-			if (strcmp(have, sum) != 0) {
-				snprintf(err, errlen,
-					 "%s was applied with sha256 %.12s but the file now has "
-					 "%.12s; migrations are never edited, add a new one",
-					 names[i], have, sum);
-				goto done;
-			}
-			res->skipped++;
-			continue;
-		}
-		if (migrate_file(&db, path, text, err, errlen) != 0) {
-			free(text);
-			goto done;
-		}
-		free(text);
-		in[1] = DBI_STR(sum);
-		if (db_exec(&db, "INSERT INTO schema_migrations (version, sha256) VALUES (?, ?)",
-			    in, 2, NULL, NULL) != DB_OK) {
-			snprintf(err, errlen, "record %s: %s", names[i], db.last_error);
-			goto done;
-		}
-		log_info(NULL, "event=migration_applied version=%s sha256=%.12s", names[i], sum);
-		res->applied++;
-	}
 	rc = 0;
 done:
 	for (int i = 0; i < n; i++)
