@@ -31,22 +31,6 @@ chan_id_name(enum chan_id c)
 	return "unknown";
 }
 
-const char *
-chan_pay_state_name(enum chan_pay_state s)
-{
-	static const char *const n[] = {"none", "notpay", "paying", "paid", "closed", "failed"};
-
-	return (unsigned)s < sizeof(n) / sizeof(n[0]) ? n[s] : "invalid";
-}
-
-const char *
-chan_refund_state_name(enum chan_refund_state s)
-{
-	static const char *const n[] = {"none", "pending", "succeeded", "failed", "abnormal"};
-
-	return (unsigned)s < sizeof(n) / sizeof(n[0]) ? n[s] : "invalid";
-}
-
 static const struct chan_ops *
 chan_ops_of(enum chan_id c)
 {

@@ -306,7 +306,6 @@ void keys_stripe_free(struct stripe_merchant *m);
  * Helpers shared by the channel parsers (defined in chan_notify.c). Each enum verr helper
  * writes reason itself; path/key name the field in messages ("amount" "total").
  */
-void notify_init(struct notify *n);
 /* The start of every verify_parse: *n initialised, reason emptied, and VERR_BODY for a body
  * that is missing or larger than NOTIFY_BODY_MAX. */
 enum verr notify_begin(struct notify *n, const uint8_t *body, size_t len, char *reason,

@@ -19,7 +19,8 @@
 #include "chan_int.h"
 #include "money.h"
 
-int
+/* The Stripe Idempotency-Key of a refund: "paycb-refund-<out_refund_no>". */
+static int
 chan_stripe_refund_key(const char *out_refund_no, char *out, size_t outcap)
 {
 	int n = snprintf(out, outcap, "paycb-refund-%s", out_refund_no);
