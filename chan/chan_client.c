@@ -301,6 +301,15 @@ chan_json_at(const json_t *o, const char *path)
 }
 
 int
+chan_state_of(const struct chan_state_map *map, size_t n, const char *status, int none)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(status, map[i].s) == 0)
+			return map[i].st;
+	return none;
+}
+
+int
 chan_json_str(const json_t *o, const char *path, char *dst, size_t cap)
 {
 	const json_t *v = chan_json_at(o, path);
