@@ -200,6 +200,17 @@ chan_ali_same_order(const json_t *node, const char *out_trade_no, struct chan_re
 	return 0;
 }
 
+/* chan_ali_order_call - method on one order; its signed answer must name that order. */
+static int
+chan_ali_order_call(struct chan_client *c, const char *method, const char *out_trade_no,
+                    json_t **node, struct chan_result *r)
+{
+	if (chan_ali_call(c, method, json_pack("{s:s}", "out_trade_no", out_trade_no), 0, node,
+	                  r) != 0)
+		return -1;
+	return chan_ali_same_order(*node, out_trade_no, r);
+}
+
 static int
 chan_ali_query_payment(struct chan_client *c, const struct chan_order_ref *o,
                        struct chan_payment *p, struct chan_result *r)
@@ -211,9 +222,7 @@ chan_ali_query_payment(struct chan_client *c, const struct chan_order_ref *o,
 	json_t *node = NULL;
 	int rc = -1;
 
-	if (chan_ali_call(c, "alipay.trade.query",
-	                  json_pack("{s:s}", "out_trade_no", o->out_trade_no), 0, &node, r) != 0 ||
-	    chan_ali_same_order(node, o->out_trade_no, r) != 0)
+	if (chan_ali_order_call(c, "alipay.trade.query", o->out_trade_no, &node, r) != 0)
 		goto done;
 	if (chan_json_str(node, "trade_status", p->status, sizeof(p->status)) != 0 ||
 	    chan_json_str(node, "trade_no", p->channel_trade_no, sizeof(p->channel_trade_no)) !=
@@ -361,9 +370,7 @@ chan_ali_close(struct chan_client *c, const struct chan_order_ref *o, struct cha
 	json_t *node = NULL;
 	int rc = -1;
 
-	if (chan_ali_call(c, "alipay.trade.close",
-	                  json_pack("{s:s}", "out_trade_no", o->out_trade_no), 0, &node, r) != 0 ||
-	    chan_ali_same_order(node, o->out_trade_no, r) != 0)
+	if (chan_ali_order_call(c, "alipay.trade.close", o->out_trade_no, &node, r) != 0)
 		goto done;
 	rc = chan_res(r, CHAN_OK, "", "closed");
 done:
