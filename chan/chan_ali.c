@@ -200,23 +200,29 @@ chan_ali_same_order(const json_t *node, const char *out_trade_no, struct chan_re
 	return 0;
 }
 
+/* chan_ali_order_call - method on one order; its signed answer must name that order. */
+static int
+chan_ali_order_call(struct chan_client *c, const char *method, const char *out_trade_no,
+                    json_t **node, struct chan_result *r)
+{
+	if (chan_ali_call(c, method, json_pack("{s:s}", "out_trade_no", out_trade_no), 0, node,
+	                  r) != 0)
+		return -1;
+	return chan_ali_same_order(*node, out_trade_no, r);
+}
+
 static int
 chan_ali_query_payment(struct chan_client *c, const struct chan_order_ref *o,
                        struct chan_payment *p, struct chan_result *r)
 {
-	static const struct {
-		const char *s;
-		enum chan_pay_state st;
-	} map[] = {{"WAIT_BUYER_PAY", CHAN_PAY_NOTPAY},
-	           {"TRADE_SUCCESS", CHAN_PAY_PAID},
-	           {"TRADE_FINISHED", CHAN_PAY_PAID},
-	           {"TRADE_CLOSED", CHAN_PAY_CLOSED}};
+	static const struct chan_state_map map[] = {{"WAIT_BUYER_PAY", CHAN_PAY_NOTPAY},
+	                                            {"TRADE_SUCCESS", CHAN_PAY_PAID},
+	                                            {"TRADE_FINISHED", CHAN_PAY_PAID},
+	                                            {"TRADE_CLOSED", CHAN_PAY_CLOSED}};
 	json_t *node = NULL;
 	int rc = -1;
 
-	if (chan_ali_call(c, "alipay.trade.query",
-	                  json_pack("{s:s}", "out_trade_no", o->out_trade_no), 0, &node, r) != 0 ||
-	    chan_ali_same_order(node, o->out_trade_no, r) != 0)
+	if (chan_ali_order_call(c, "alipay.trade.query", o->out_trade_no, &node, r) != 0)
 		goto done;
 	if (chan_json_str(node, "trade_status", p->status, sizeof(p->status)) != 0 ||
 	    chan_json_str(node, "trade_no", p->channel_trade_no, sizeof(p->channel_trade_no)) !=
@@ -225,9 +231,8 @@ chan_ali_query_payment(struct chan_client *c, const struct chan_order_ref *o,
 		chan_res(r, CHAN_RETRY, "bad_answer", "trade fields malformed");
 		goto done;
 	}
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(p->status, map[i].s) == 0)
-			p->state = map[i].st;
+	p->state =
+	    (enum chan_pay_state)chan_state_of(map, CHAN_NMAP(map), p->status, CHAN_PAY_NONE);
 	if (p->state == CHAN_PAY_NONE || p->channel_trade_no[0] == '\0') {
 		chan_res(r, CHAN_RETRY, "bad_answer", "unknown trade_status or no trade_no");
 		goto done;
@@ -311,6 +316,9 @@ static int
 chan_ali_query_refund(struct chan_client *c, const struct chan_refund_ref *q, struct chan_refund *f,
                       struct chan_result *r)
 {
+	static const struct chan_state_map map[] = {{"REFUND_SUCCESS", CHAN_REFUND_SUCCEEDED},
+	                                            {"REFUND_PROCESSING", CHAN_REFUND_PENDING},
+	                                            {"REFUND_FAIL", CHAN_REFUND_FAILED}};
 	json_t *node = NULL;
 	char req_no[CHAN_STR];
 	int rc = -1;
@@ -339,13 +347,9 @@ chan_ali_query_refund(struct chan_client *c, const struct chan_refund_ref *q, st
 		chan_res(r, CHAN_FORGED, "mismatch", "signed answer names another refund");
 		goto done;
 	}
-	if (strcmp(f->status, "REFUND_SUCCESS") == 0)
-		f->state = CHAN_REFUND_SUCCEEDED;
-	else if (strcmp(f->status, "REFUND_PROCESSING") == 0)
-		f->state = CHAN_REFUND_PENDING;
-	else if (strcmp(f->status, "REFUND_FAIL") == 0)
-		f->state = CHAN_REFUND_FAILED;
-	else {
+	f->state =
+	    (enum chan_refund_state)chan_state_of(map, CHAN_NMAP(map), f->status, CHAN_REFUND_NONE);
+	if (f->state == CHAN_REFUND_NONE) {
 		chan_res(r, CHAN_RETRY, "bad_answer", "unknown refund_status");
 		goto done;
 	}
@@ -366,9 +370,7 @@ chan_ali_close(struct chan_client *c, const struct chan_order_ref *o, struct cha
 	json_t *node = NULL;
 	int rc = -1;
 
-	if (chan_ali_call(c, "alipay.trade.close",
-	                  json_pack("{s:s}", "out_trade_no", o->out_trade_no), 0, &node, r) != 0 ||
-	    chan_ali_same_order(node, o->out_trade_no, r) != 0)
+	if (chan_ali_order_call(c, "alipay.trade.close", o->out_trade_no, &node, r) != 0)
 		goto done;
 	rc = chan_res(r, CHAN_OK, "", "closed");
 done:

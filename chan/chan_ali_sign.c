@@ -14,52 +14,31 @@
 
 #include <jansson.h>
 
+#include "chan_notify.h"
 #include "chan_sign.h"
 #include "crypto.h"
-
-static int
-chan_ali_cmp(const void *a, const void *b)
-{
-	const struct chan_kv *x = *(const struct chan_kv *const *)a;
-	const struct chan_kv *y = *(const struct chan_kv *const *)b;
-
-	return strcmp(x->k, y->k);
-}
+#include "form.h"
 
 int
 chan_ali_sign_content(const struct chan_kv *params, size_t n, char **out, size_t *outlen)
 {
-	const struct chan_kv **v = NULL;
-	size_t m = 0, total = 1, o = 0;
-	char *s = NULL;
+	struct form f = {0};
 	int rc = -1;
 
 	*out = NULL;
-	if ((v = calloc(n + 1, sizeof(*v))) == NULL)
-		goto done;
 	for (size_t i = 0; i < n; i++) {
 		/* Empty values are neither signed nor sent (the Java rule). */
-		if (strcmp(params[i].k, "sign") == 0 || params[i].v == NULL ||
-		    params[i].v[0] == '\0')
+		if (params[i].v == NULL || params[i].v[0] == '\0')
 			continue;
-		v[m++] = &params[i];
-		total += strlen(params[i].k) + strlen(params[i].v) + 2;
-	}
-	qsort(v, m, sizeof(*v), chan_ali_cmp);
-	for (size_t i = 1; i < m; i++)
-		if (strcmp(v[i - 1]->k, v[i]->k) == 0)
+		if (form_add(&f, params[i].k, strlen(params[i].k), params[i].v,
+		             strlen(params[i].v)) != 0)
 			goto done;
-	if ((s = malloc(total)) == NULL)
-		goto done;
-	for (size_t i = 0; i < m; i++)
-		o += (size_t)sprintf(s + o, "%s%s=%s", i > 0 ? "&" : "", v[i]->k, v[i]->v);
-	*out = s;
-	*outlen = o;
-	s = NULL;
-	rc = 0;
+	}
+	/* form_add refuses a duplicated name. A request signs its sign_type, as a
+	 * notification's "V2" rule does (keep_sign_type). */
+	rc = ali_sign_content(&f, 1, out, outlen);
 done:
-	free(s);
-	free(v);
+	form_free(&f);
 	return rc;
 }
 

@@ -31,22 +31,6 @@ chan_id_name(enum chan_id c)
 	return "unknown";
 }
 
-const char *
-chan_pay_state_name(enum chan_pay_state s)
-{
-	static const char *const n[] = {"none", "notpay", "paying", "paid", "closed", "failed"};
-
-	return (unsigned)s < sizeof(n) / sizeof(n[0]) ? n[s] : "invalid";
-}
-
-const char *
-chan_refund_state_name(enum chan_refund_state s)
-{
-	static const char *const n[] = {"none", "pending", "succeeded", "failed", "abnormal"};
-
-	return (unsigned)s < sizeof(n) / sizeof(n[0]) ? n[s] : "invalid";
-}
-
 static const struct chan_ops *
 chan_ops_of(enum chan_id c)
 {
@@ -314,6 +298,15 @@ chan_json_at(const json_t *o, const char *path)
 	memcpy(head, path, (size_t)(dot - path));
 	head[dot - path] = '\0';
 	return json_object_get(json_object_get(o, head), dot + 1);
+}
+
+int
+chan_state_of(const struct chan_state_map *map, size_t n, const char *status, int none)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(status, map[i].s) == 0)
+			return map[i].st;
+	return none;
 }
 
 int

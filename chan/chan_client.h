@@ -41,7 +41,6 @@ enum chan_pay_state {
 	CHAN_PAY_CLOSED,   /* closed or cancelled unpaid (Alipay TRADE_CLOSED also when refunded) */
 	CHAN_PAY_FAILED,   /* payment failed or revoked */
 };
-const char *chan_pay_state_name(enum chan_pay_state);
 
 enum chan_refund_state {
 	CHAN_REFUND_NONE = 0, /* the channel has no refund with this number */
@@ -50,7 +49,6 @@ enum chan_refund_state {
 	CHAN_REFUND_FAILED,   /* final for this refund number */
 	CHAN_REFUND_ABNORMAL, /* WeChat ABNORMAL: needs an operator, not final */
 };
-const char *chan_refund_state_name(enum chan_refund_state);
 
 struct chan_payment {
 	enum chan_pay_state state;
@@ -173,8 +171,5 @@ int chan_close(struct chan_client *, const struct chan_order_ref *, struct chan_
  * reconciler keeps it as the raw body of a payment it recovers by query.
  */
 const char *chan_last_answer(const struct chan_client *, size_t *len);
-
-/* The Stripe Idempotency-Key of a refund: "paycb-refund-<out_refund_no>". */
-int chan_stripe_refund_key(const char *out_refund_no, char *out, size_t outcap);
 
 #endif

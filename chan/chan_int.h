@@ -136,6 +136,15 @@ int chan_json_str(const json_t *o, const char *path, char *dst, size_t cap);
 /* A JSON integer member >= 0 and <= MONEY_MAX_MINOR into *out; -1 when absent or invalid. */
 int chan_json_minor(const json_t *o, const char *path, int64_t *out);
 
+/* A channel's status text and the state (enum chan_pay_state or chan_refund_state) it means. */
+struct chan_state_map {
+	const char *s;
+	int st;
+};
+#define CHAN_NMAP(m) (sizeof(m) / sizeof((m)[0]))
+/* The state status means in map (n entries), or none when the map does not name it. */
+int chan_state_of(const struct chan_state_map *map, size_t n, const char *status, int none);
+
 /* Request bodies, exposed for the vector tests: WeChat's refund JSON (field order as in the
  * official examples) and Alipay's refund biz_content (order as in vector A-D2). */
 int chan_wx_refund_body(const struct chan_refund_req *, char **out);

@@ -64,7 +64,7 @@ verr_name(enum verr e)
 	return names[e];
 }
 
-void
+static void
 notify_init(struct notify *n)
 {
 	memset(n, 0, sizeof(*n));

@@ -259,7 +259,8 @@ enum verr wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_
 /*
  * Builds Alipay's string to sign from decoded parameters: every parameter except "sign"
  * (and except "sign_type" unless keep_sign_type, which gives the "V2" rule), sorted by name
- * bytes, joined as name=value with '&'. *out is a new buffer (free it). Returns 0 or -1.
+ * bytes, joined as name=value with '&'. Alipay requests (chan_ali_sign_content) are signed
+ * over the same string, with keep_sign_type. *out is a new buffer (free it). Returns 0 or -1.
  */
 int ali_sign_content(const struct form *params, int keep_sign_type, char **out, size_t *outlen);
 
@@ -305,7 +306,6 @@ void keys_stripe_free(struct stripe_merchant *m);
  * Helpers shared by the channel parsers (defined in chan_notify.c). Each enum verr helper
  * writes reason itself; path/key name the field in messages ("amount" "total").
  */
-void notify_init(struct notify *n);
 /* The start of every verify_parse: *n initialised, reason emptied, and VERR_BODY for a body
  * that is missing or larger than NOTIFY_BODY_MAX. */
 enum verr notify_begin(struct notify *n, const uint8_t *body, size_t len, char *reason,

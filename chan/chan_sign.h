@@ -156,6 +156,6 @@ int chan_ali_timestamp(time_t t, char out[20]);
  * percent-encoded except A-Za-z0-9 "-_.~" (space is %20, upper-case hex), with '[' and ']'
  * left literal. Reals are refused: amounts are integers. Free *out.
  */
-int chan_stripe_form(const json_t *params, char **out);
+int chan_stripe_form(json_t *params, char **out);
 
 #endif

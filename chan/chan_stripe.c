@@ -19,7 +19,8 @@
 #include "chan_int.h"
 #include "money.h"
 
-int
+/* The Stripe Idempotency-Key of a refund: "paycb-refund-<out_refund_no>". */
+static int
 chan_stripe_refund_key(const char *out_refund_no, char *out, size_t outcap)
 {
 	int n = snprintf(out, outcap, "paycb-refund-%s", out_refund_no);
@@ -113,10 +114,7 @@ done:
 	return rc;
 }
 
-static const struct {
-	const char *s;
-	enum chan_pay_state st;
-} chan_stripe_pi_map[] = {
+static const struct chan_state_map chan_stripe_pi_map[] = {
     {"succeeded", CHAN_PAY_PAID},
     {"processing", CHAN_PAY_PAYING},
     {"requires_capture", CHAN_PAY_PAYING},
@@ -157,9 +155,8 @@ chan_stripe_pi(struct chan_client *c, const json_t *pi, struct chan_payment *p,
 	    chan_json_minor(pi, "amount", &p->amount_minor) != 0 ||
 	    chan_stripe_currency(pi, p->currency) != 0)
 		return chan_res(r, CHAN_RETRY, "bad_answer", "PaymentIntent fields malformed");
-	for (size_t i = 0; i < sizeof(chan_stripe_pi_map) / sizeof(chan_stripe_pi_map[0]); i++)
-		if (strcmp(p->status, chan_stripe_pi_map[i].s) == 0)
-			p->state = chan_stripe_pi_map[i].st;
+	p->state = (enum chan_pay_state)chan_state_of(
+	    chan_stripe_pi_map, CHAN_NMAP(chan_stripe_pi_map), p->status, CHAN_PAY_NONE);
 	if (p->state == CHAN_PAY_NONE)
 		return chan_res(r, CHAN_RETRY, "bad_answer", "unknown PaymentIntent status");
 	return 0;
@@ -250,14 +247,11 @@ done:
 static int
 chan_stripe_parse_refund(const json_t *o, struct chan_refund *f, struct chan_result *r)
 {
-	static const struct {
-		const char *s;
-		enum chan_refund_state st;
-	} map[] = {{"pending", CHAN_REFUND_PENDING},
-	           {"requires_action", CHAN_REFUND_PENDING},
-	           {"succeeded", CHAN_REFUND_SUCCEEDED},
-	           {"failed", CHAN_REFUND_FAILED},
-	           {"canceled", CHAN_REFUND_FAILED}};
+	static const struct chan_state_map map[] = {{"pending", CHAN_REFUND_PENDING},
+	                                            {"requires_action", CHAN_REFUND_PENDING},
+	                                            {"succeeded", CHAN_REFUND_SUCCEEDED},
+	                                            {"failed", CHAN_REFUND_FAILED},
+	                                            {"canceled", CHAN_REFUND_FAILED}};
 
 	if (chan_json_str(o, "id", f->refund_id, sizeof(f->refund_id)) != 0 ||
 	    f->refund_id[0] == '\0' ||
@@ -267,9 +261,8 @@ chan_stripe_parse_refund(const json_t *o, struct chan_refund *f, struct chan_res
 	    chan_json_minor(o, "amount", &f->amount_minor) != 0 ||
 	    chan_stripe_currency(o, f->currency) != 0)
 		return chan_res(r, CHAN_RETRY, "bad_answer", "Refund fields malformed");
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(f->status, map[i].s) == 0)
-			f->state = map[i].st;
+	f->state =
+	    (enum chan_refund_state)chan_state_of(map, CHAN_NMAP(map), f->status, CHAN_REFUND_NONE);
 	if (f->state == CHAN_REFUND_NONE)
 		return chan_res(r, CHAN_RETRY, "bad_answer", "unknown Refund status");
 	return chan_res(r, CHAN_OK, "", "refund %s", f->status);

@@ -63,7 +63,7 @@ chan_stripe_escape(struct chan_sbuf *b, const char *s, size_t n)
 
 /* chan_stripe_value - appends "prefix=value" for a scalar, or recurses into a container. */
 static int
-chan_stripe_value(struct chan_sbuf *b, const char *prefix, size_t plen, const json_t *v)
+chan_stripe_value(struct chan_sbuf *b, const char *prefix, size_t plen, json_t *v)
 {
 	char num[32];
 	int n;
@@ -73,7 +73,7 @@ chan_stripe_value(struct chan_sbuf *b, const char *prefix, size_t plen, const js
 		const char *k;
 		json_t *c;
 
-		json_object_foreach((json_t *)v, k, c)
+		json_object_foreach(v, k, c)
 		{
 			struct chan_sbuf key = {0};
 			int rc;
@@ -129,7 +129,7 @@ chan_stripe_value(struct chan_sbuf *b, const char *prefix, size_t plen, const js
 }
 
 int
-chan_stripe_form(const json_t *params, char **out)
+chan_stripe_form(json_t *params, char **out)
 {
 	struct chan_sbuf b = {0};
 	const char *k;
@@ -139,7 +139,7 @@ chan_stripe_form(const json_t *params, char **out)
 	if (!json_is_object(params))
 		return -1;
 	chan_sbuf_add(&b, "", 0);
-	json_object_foreach((json_t *)params, k, v)
+	json_object_foreach(params, k, v)
 	{
 		struct chan_sbuf key = {0};
 		int rc;

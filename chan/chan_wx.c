@@ -157,10 +157,7 @@ chan_wx_query_payment(struct chan_client *c, const struct chan_order_ref *o, str
 	struct chan_http_resp resp = {0};
 	struct chan_wx_answer a = {0};
 	char esc[200], mch[100], path[400];
-	static const struct {
-		const char *s;
-		enum chan_pay_state st;
-	} map[] = {
+	static const struct chan_state_map map[] = {
 	    {"SUCCESS", CHAN_PAY_PAID},      {"REFUND", CHAN_PAY_PAID},
 	    {"NOTPAY", CHAN_PAY_NOTPAY},     {"CLOSED", CHAN_PAY_CLOSED},
 	    {"REVOKED", CHAN_PAY_FAILED},    {"PAYERROR", CHAN_PAY_FAILED},
@@ -190,9 +187,8 @@ chan_wx_query_payment(struct chan_client *c, const struct chan_order_ref *o, str
 		goto done;
 	}
 	snprintf(p->out_trade_no, sizeof(p->out_trade_no), "%s", o->out_trade_no);
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(p->status, map[i].s) == 0)
-			p->state = map[i].st;
+	p->state =
+	    (enum chan_pay_state)chan_state_of(map, CHAN_NMAP(map), p->status, CHAN_PAY_NONE);
 	if (p->state == CHAN_PAY_NONE) {
 		chan_res(r, CHAN_RETRY, "bad_answer", "unknown trade_state");
 		goto done;
@@ -252,13 +248,10 @@ static int
 chan_wx_parse_refund(const json_t *j, const char *out_refund_no, struct chan_refund *f,
                      struct chan_result *r)
 {
-	static const struct {
-		const char *s;
-		enum chan_refund_state st;
-	} map[] = {{"SUCCESS", CHAN_REFUND_SUCCEEDED},
-	           {"PROCESSING", CHAN_REFUND_PENDING},
-	           {"ABNORMAL", CHAN_REFUND_ABNORMAL},
-	           {"CLOSED", CHAN_REFUND_FAILED}};
+	static const struct chan_state_map map[] = {{"SUCCESS", CHAN_REFUND_SUCCEEDED},
+	                                            {"PROCESSING", CHAN_REFUND_PENDING},
+	                                            {"ABNORMAL", CHAN_REFUND_ABNORMAL},
+	                                            {"CLOSED", CHAN_REFUND_FAILED}};
 
 	if (chan_wx_mismatch(j, "out_refund_no", out_refund_no, r) != 0)
 		return -1;
@@ -269,9 +262,8 @@ chan_wx_parse_refund(const json_t *j, const char *out_refund_no, struct chan_ref
 	    chan_json_minor(j, "amount.refund", &f->amount_minor) != 0 ||
 	    chan_wx_currency(j, "amount.currency", f->currency) != 0)
 		return chan_res(r, CHAN_RETRY, "bad_answer", "refund fields malformed");
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(f->status, map[i].s) == 0)
-			f->state = map[i].st;
+	f->state =
+	    (enum chan_refund_state)chan_state_of(map, CHAN_NMAP(map), f->status, CHAN_REFUND_NONE);
 	if (f->state == CHAN_REFUND_NONE)
 		return chan_res(r, CHAN_RETRY, "bad_answer", "unknown refund status");
 	return chan_res(r, CHAN_OK, "", "refund %s", f->status);

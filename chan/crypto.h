@@ -124,9 +124,6 @@ int crypto_load_privkey_mem(const void *buf, size_t len, EVP_PKEY **out, char *e
  * others is refused, as ssh refuses it. */
 int crypto_load_privkey_file(const char *path, EVP_PKEY **out, char *err, size_t errlen);
 
-/* The certificate's serial as upper-case hex without leading zero bytes ("5157F09E..."). */
-int crypto_cert_serial_hex(const X509 *cert, char *out, size_t outlen);
-
 /*
  * Compares two certificate serials in hex, ignoring case and leading zeros: WeChat's Java
  * tooling prints BigInteger hex (no leading zero) and its Go tooling prints bytes (with one).

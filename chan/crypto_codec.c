@@ -17,6 +17,8 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 
+#include "form.h"
+
 static int
 crypto_b64_value(unsigned char c)
 {
@@ -119,18 +121,6 @@ crypto_hex_encode(const uint8_t *in, size_t len, char *out, size_t outcap)
 	return 0;
 }
 
-static int
-crypto_hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int
 crypto_hex_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, size_t *outlen)
 {
@@ -138,8 +128,8 @@ crypto_hex_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, siz
 	    (out == NULL && inlen > 0))
 		return -1;
 	for (size_t i = 0; i < inlen; i += 2) {
-		int hi = crypto_hex_value((unsigned char)in[i]);
-		int lo = crypto_hex_value((unsigned char)in[i + 1]);
+		int hi = form_hex_value((unsigned char)in[i]);
+		int lo = form_hex_value((unsigned char)in[i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -1;

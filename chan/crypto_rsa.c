@@ -116,7 +116,8 @@ crypto_rsa_sha256_sign(EVP_PKEY *pkey, const uint8_t *msg, size_t len, uint8_t *
 	return crypto_rsa_sha256_signv(pkey, &part, 1, sig, siglen);
 }
 
-int
+/* The certificate's serial as upper-case hex without leading zero bytes ("5157F09E..."). */
+static int
 crypto_cert_serial_hex(const X509 *cert, char *out, size_t outlen)
 {
 	BIGNUM *bn = NULL;

@@ -400,7 +400,8 @@ cfg_free(const struct cfg_setting *tab, void *out)
 	}
 }
 
-int
+/* The permission check of an open secret file: 0 or -1 with err naming path. */
+static int
 cfg_secret_perms(int fd, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
@@ -473,13 +474,15 @@ cfg_read_file(const char *path, size_t max, int secret, char **buf, size_t *len,
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			snprintf(err, errlen, "cannot read %s '%s': %s", what, path, strerror(errno));
+			snprintf(err, errlen, "cannot read %s '%s': %s", what, path,
+			         strerror(errno));
 			goto done;
 		}
 		n += (size_t)r;
 	}
 	if (n > max) {
-		snprintf(err, errlen, "cannot read %s '%s' (larger than %zu bytes)", what, path, max);
+		snprintf(err, errlen, "cannot read %s '%s' (larger than %zu bytes)", what, path,
+		         max);
 		goto done;
 	}
 	p[n] = '\0';

@@ -86,8 +86,6 @@ int cfg_read_file(const char *path, size_t max, int secret, char **buf, size_t *
  */
 int cfg_read_secret(const char *path, char **out, size_t *len, char *err, size_t errlen);
 
-/* The permission check of an open secret file: 0 or -1 with err naming path. */
-int cfg_secret_perms(int fd, const char *path, char *err, size_t errlen);
 /* The same check by path, for the daemons' check of every secret at startup. */
 int cfg_secret_file_ok(const char *path, char *err, size_t errlen);
 

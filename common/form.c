@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int
-form_hex(uint8_t c)
+int
+form_hex_value(unsigned char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -40,7 +40,8 @@ form_unescape(const uint8_t *in, size_t n, char *out)
 		if (in[i] == '+') {
 			out[o++] = ' ';
 		} else if (in[i] == '%') {
-			if (n - i < 3 || (hi = form_hex(in[i + 1])) < 0 || (lo = form_hex(in[i + 2])) < 0)
+			if (n - i < 3 || (hi = form_hex_value(in[i + 1])) < 0 ||
+			    (lo = form_hex_value(in[i + 2])) < 0)
 				return -1;
 			if ((out[o++] = (char)(hi << 4 | lo)) == '\0')
 				return -1;
@@ -116,7 +117,9 @@ form_decode(const uint8_t *body, size_t len, struct form *out, char *err, size_t
 		seglen = amp != NULL ? (size_t)(amp - seg) : len - pos;
 		if ((eq = memchr(seg, '=', seglen)) == NULL || eq == seg) {
 			snprintf(err, errlen, "parameter %zu: %s", idx,
-				 seglen == 0 ? "empty" : eq == NULL ? "no '='" : "empty name");
+			         seglen == 0  ? "empty"
+			         : eq == NULL ? "no '='"
+			                      : "empty name");
 			goto done;
 		}
 		if ((klen = form_unescape(seg, (size_t)(eq - seg), buf)) <= 0) {
@@ -124,8 +127,8 @@ form_decode(const uint8_t *body, size_t len, struct form *out, char *err, size_t
 			goto done;
 		}
 		/* The value is decoded into the same buffer, just after the name's NUL. */
-		if ((vlen = form_unescape(eq + 1, seglen - (size_t)(eq - seg) - 1, buf + klen + 1)) <
-		    0) {
+		if ((vlen = form_unescape(eq + 1, seglen - (size_t)(eq - seg) - 1,
+		                          buf + klen + 1)) < 0) {
 			snprintf(err, errlen, "parameter %zu: malformed %%-escape in value", idx);
 			goto done;
 		}
@@ -135,7 +138,7 @@ form_decode(const uint8_t *body, size_t len, struct form *out, char *err, size_t
 		}
 		if (form_add(out, buf, (size_t)klen, buf + klen + 1, (size_t)vlen) != 0) {
 			snprintf(err, errlen, "parameter %zu: more than %d parameters or no memory",
-				 idx, FORM_MAX_PAIRS);
+			         idx, FORM_MAX_PAIRS);
 			goto done;
 		}
 		if (amp == NULL)

@@ -42,6 +42,9 @@ int form_decode(const uint8_t *body, size_t len, struct form *out, char *err, si
  * the form is full, or memory ran out. Starts from a zeroed struct form. */
 int form_add(struct form *f, const char *key, size_t klen, const char *val, size_t vlen);
 
+/* The value of the hex digit c (either case), or -1; the crypto codecs use it too. */
+int form_hex_value(unsigned char c);
+
 /* The parameter named key, or NULL. */
 const struct form_pair *form_get(const struct form *f, const char *key);
 

@@ -42,13 +42,7 @@ log_level_parse(const char *name, enum log_level *out)
 	return -1;
 }
 
-int
-log_enabled(enum log_level level)
-{
-	return level >= log_min;
-}
-
-void
+static void
 log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap)
 {
 	char line[2048];
@@ -60,10 +54,10 @@ log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap)
 		return;
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%ld]: %s: level=%s ",
-		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		     (long)(tv.tv_usec / 1000), log_prog, (long)getpid(), id ? id : "-",
-		     log_names[level]);
+	n = snprintf(
+	    line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%ld]: %s: level=%s ",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    (long)(tv.tv_usec / 1000), log_prog, (long)getpid(), id ? id : "-", log_names[level]);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
 	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);

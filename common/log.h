@@ -16,11 +16,9 @@ enum log_level { LOG_LVL_DEBUG = 0, LOG_LVL_INFO, LOG_LVL_WARN, LOG_LVL_ERROR };
 void log_init(const char *prog);
 void log_set_level(enum log_level level);
 int log_level_parse(const char *name, enum log_level *out);
-int log_enabled(enum log_level level);
 
 void log_msg(enum log_level level, const char *id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void log_vmsg(enum log_level level, const char *id, const char *fmt, va_list ap);
 
 #define log_debug(id, ...) log_msg(LOG_LVL_DEBUG, (id), __VA_ARGS__)
 #define log_info(id, ...)  log_msg(LOG_LVL_INFO, (id), __VA_ARGS__)

@@ -11,9 +11,9 @@
 enum metric_kind { MK_COUNTER, MK_GAUGE, MK_HIST };
 
 /* Bucket bounds in microseconds: 0.5 ms to 10 s. */
-static const long long hist_bounds[] = {500,    1000,   2000,    5000,    10000,  20000,
-					50000,  100000, 200000,  500000,  1000000, 2000000,
-					5000000, 10000000};
+static const long long hist_bounds[] = {500,     1000,    2000,    5000,    10000,
+                                        20000,   50000,   100000,  200000,  500000,
+                                        1000000, 2000000, 5000000, 10000000};
 #define NBOUNDS (sizeof(hist_bounds) / sizeof(hist_bounds[0]))
 
 struct metric {
@@ -88,7 +88,7 @@ metrics_add(struct metric *m, long long delta)
 long long
 metrics_value(const struct metric *m)
 {
-	return atomic_load(&((struct metric *)m)->value);
+	return atomic_load(&m->value);
 }
 
 void
@@ -126,11 +126,11 @@ metrics_render(char **out, size_t *len)
 
 		if (strcmp(last, m->name) != 0)
 			fprintf(fp, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name,
-				types[m->kind]);
+			        types[m->kind]);
 		last = m->name;
 		if (m->kind != MK_HIST) {
 			fprintf(fp, "%s%s%s%s %lld\n", m->name, m->labels[0] ? "{" : "", m->labels,
-				m->labels[0] ? "}" : "", (long long)atomic_load(&m->value));
+			        m->labels[0] ? "}" : "", (long long)atomic_load(&m->value));
 			continue;
 		}
 		long long cum = 0;
@@ -138,15 +138,15 @@ metrics_render(char **out, size_t *len)
 			cum += atomic_load(&m->buckets[i]);
 			metrics_le(le, sizeof(le), hist_bounds[i]);
 			fprintf(fp, "%s_bucket{%s%sle=\"%s\"} %lld\n", m->name, m->labels, sep, le,
-				cum);
+			        cum);
 		}
 		fprintf(fp, "%s_bucket{%s%sle=\"+Inf\"} %lld\n", m->name, m->labels, sep,
-			(long long)atomic_load(&m->count));
+		        (long long)atomic_load(&m->count));
 		metrics_le(le, sizeof(le), atomic_load(&m->sum_us));
 		fprintf(fp, "%s_sum%s%s%s %s\n", m->name, m->labels[0] ? "{" : "", m->labels,
-			m->labels[0] ? "}" : "", le);
+		        m->labels[0] ? "}" : "", le);
 		fprintf(fp, "%s_count%s%s%s %lld\n", m->name, m->labels[0] ? "{" : "", m->labels,
-			m->labels[0] ? "}" : "", (long long)atomic_load(&m->count));
+		        m->labels[0] ? "}" : "", (long long)atomic_load(&m->count));
 	}
 	if (fclose(fp) != 0)
 		return -1;

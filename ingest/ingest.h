@@ -207,6 +207,4 @@ int ingest_http_start(struct ingest *in, char *err, size_t errlen);
 void ingest_http_quiesce(struct ingest *in);
 void ingest_http_stop(struct ingest *in);
 
-int ingest_ready(void *arg, char *why, size_t len);
-
 #endif

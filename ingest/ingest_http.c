@@ -33,6 +33,7 @@
 
 #include "clock.h"
 #include "digest.h"
+#include "httpd.h"
 #include "ingest.h"
 #include "log.h"
 
@@ -71,8 +72,7 @@ static enum MHD_Result
 http_send(struct MHD_Connection *c, unsigned status, const char *type, const char *body)
 {
 	size_t len = body ? strlen(body) : 0;
-	struct MHD_Response *r =
-	    MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
+	struct MHD_Response *r = httpd_response_copy(body, len);
 	enum MHD_Result rc;
 
 	if (r == NULL)

@@ -23,7 +23,7 @@ static struct ingest g_in;
  * needed and reopened after a failure, so that probes never take one of the connections
  * reservations wait for; it runs on the admin listener's single thread.
  */
-int
+static int
 ingest_ready(void *arg, char *why, size_t len)
 {
 	struct ingest *in = arg;

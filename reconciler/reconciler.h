@@ -97,10 +97,33 @@ int recon_d_reload(void *state, struct conf *nc, char *err, size_t errlen);
 /* reconciler_clients.c */
 int recon_clients_open(struct reconciler *r, char *err, size_t errlen);
 void recon_clients_close(struct reconciler *r);
+/* The merchant whose id is given; NULL when the configuration has none. */
+struct recon_merchant *recon_merchant_find(struct reconciler *r, const char *merchant);
 /* The client of merchant id on the channel named ("wxpay", ...); NULL when none. */
 struct chan_client *recon_client(struct reconciler *r, const char *merchant, const char *channel);
 
+/* An order the query and close jobs work: its step and the recon_next_at they lease it by. */
+struct recon_order {
+	long long id, step;
+	char merchant[65], order[129], next[32];
+	int next_null;
+};
+
+/* The due orders of one cycle, at most reconciler.batch. */
+struct recon_orders {
+	struct recon_order *v;
+	int n, cap;
+};
+
 /* reconciler_util.c */
+/*
+ * Runs sql, which selects (id, merchant_id, out_trade_no, recon_step, recon_next_at as text)
+ * with in bound, into a batch the caller frees with recon_orders_free(). *full says the batch
+ * was filled, so more may be due. Returns 0, or -1 when out of memory or on a database error.
+ */
+int recon_orders_select(struct reconciler *r, const char *sql, const struct db_in *in, int nin,
+                        struct recon_orders *b, int *full);
+void recon_orders_free(struct recon_orders *b);
 /* Delay after failure k (1-based) on reconciler.refund_ladder_s, the last step repeating. */
 long long recon_ladder_delay(const struct conf *cf, long long failures);
 int recon_ladder_steps(const struct conf *cf);

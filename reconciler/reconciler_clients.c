@@ -27,8 +27,8 @@ load_wx(struct recon_merchant *m, char *err, size_t errlen)
 		char serial[80] = "";
 		EVP_PKEY *k = NULL;
 
-		if (crypto_load_pubkey_file_serial(cm->wxpay.keys[i].file, &k, serial, sizeof(serial),
-		                                err, errlen) != 0)
+		if (crypto_load_pubkey_file_serial(cm->wxpay.keys[i].file, &k, serial,
+		                                   sizeof(serial), err, errlen) != 0)
 			return -1;
 		snprintf(m->wx_serials[m->nwx_platform], sizeof(m->wx_serials[0]), "%s",
 		         cm->wxpay.keys[i].serial[0] != '\0' ? cm->wxpay.keys[i].serial : serial);
@@ -43,11 +43,12 @@ load_ali(struct recon_merchant *m, char *err, size_t errlen)
 {
 	const struct conf_merchant *cm = m->cm;
 
-	if (crypto_load_privkey_file(cm->alipay.app_private_key_file, &m->ali_key, err, errlen) != 0)
+	if (crypto_load_privkey_file(cm->alipay.app_private_key_file, &m->ali_key, err, errlen) !=
+	    0)
 		return -1;
 	for (int i = 0; i < cm->alipay.public_key_files.n && m->nali_pub < 8; i++)
 		if (crypto_load_pubkey_file(cm->alipay.public_key_files.v[i],
-		                         &m->ali_pub[m->nali_pub++], err, errlen) != 0)
+		                            &m->ali_pub[m->nali_pub++], err, errlen) != 0)
 			return -1;
 	return 0;
 }
@@ -176,15 +177,22 @@ recon_clients_close(struct reconciler *r)
 	r->nm = 0;
 }
 
+struct recon_merchant *
+recon_merchant_find(struct reconciler *r, const char *merchant)
+{
+	for (int i = 0; i < r->nm; i++)
+		if (strcmp(r->m[i].cm->id, merchant) == 0)
+			return &r->m[i];
+	return NULL;
+}
+
 struct chan_client *
 recon_client(struct reconciler *r, const char *merchant, const char *channel)
 {
-	for (int i = 0; i < r->nm; i++) {
-		if (strcmp(r->m[i].cm->id, merchant) != 0)
-			continue;
-		for (int c = 0; c < RECON_NCH; c++)
-			if (strcmp(chan_id_name((enum chan_id)(c + 1)), channel) == 0)
-				return r->m[i].cl[c];
-	}
+	struct recon_merchant *m = recon_merchant_find(r, merchant);
+
+	for (int c = 0; m != NULL && c < RECON_NCH; c++)
+		if (strcmp(chan_id_name((enum chan_id)(c + 1)), channel) == 0)
+			return m->cl[c];
 	return NULL;
 }

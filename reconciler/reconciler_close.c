@@ -21,36 +21,6 @@
 #include "metrics.h"
 #include "reconciler.h"
 
-struct crow {
-	long long id, attempts;
-	char merchant[65], order[129], next[32];
-	int next_null;
-};
-
-struct cbatch {
-	struct crow *v;
-	int n, cap;
-};
-
-static int
-collect(void *arg, struct db_out *o)
-{
-	struct cbatch *b = arg;
-	struct crow *w;
-
-	if (b->n >= b->cap)
-		return 1;
-	w = &b->v[b->n++];
-	memset(w, 0, sizeof(*w));
-	w->id = o[0].i;
-	snprintf(w->merchant, sizeof(w->merchant), "%s", o[1].buf);
-	snprintf(w->order, sizeof(w->order), "%s", o[2].buf);
-	w->next_null = o[3].is_null;
-	snprintf(w->next, sizeof(w->next), "%s", o[3].is_null ? "" : o[3].buf);
-	w->attempts = o[4].i;
-	return 0;
-}
-
 /* settled - a close answer that ends the job for the channel. */
 static int
 settled(const struct chan_result *res)
@@ -72,16 +42,13 @@ settled(const struct chan_result *res)
 
 /* close_one - every channel of the order's merchant; 1 when each is settled. */
 static int
-close_one(struct reconciler *r, const struct crow *w, struct recon_counts *c)
+close_one(struct reconciler *r, const struct recon_order *w, struct recon_counts *c)
 {
-	struct recon_merchant *m = NULL;
+	struct recon_merchant *m = recon_merchant_find(r, w->merchant);
 	char rid[32];
 	int all = 1;
 
 	snprintf(rid, sizeof(rid), "o%lld", w->id);
-	for (int i = 0; i < r->nm; i++)
-		if (strcmp(r->m[i].cm->id, w->merchant) == 0)
-			m = &r->m[i];
 	for (int k = 0; m != NULL && k < RECON_NCH; k++) {
 		struct chan_order_ref ref = {w->order, NULL};
 		struct chan_result res;
@@ -108,30 +75,21 @@ int
 recon_closes(struct reconciler *r, struct recon_counts *c, int *full)
 {
 	struct db_in in[1] = {DBI_I64(r->cf->reconciler.batch)};
-	char b1[65], b2[129], b3[32];
-	struct db_out out[5] = {DBO_I64(), DBO_STR(b1, sizeof(b1)), DBO_STR(b2, sizeof(b2)),
-	                        DBO_STR(b3, sizeof(b3)), DBO_I64()};
-	struct cbatch b = {0};
-	unsigned long long rows = 0;
+	struct recon_orders b;
 	int rc = 0;
 
-	*full = 0;
-	b.cap = (int)r->cf->reconciler.batch;
-	if ((b.v = calloc((size_t)b.cap, sizeof(*b.v))) == NULL)
-		return -1;
-	if (db_query(
-	        &r->db,
-	        "SELECT id, merchant_id, out_trade_no, CAST(recon_next_at AS CHAR), recon_step "
+	if (recon_orders_select(
+	        r,
+	        "SELECT id, merchant_id, out_trade_no, recon_step, CAST(recon_next_at AS CHAR) "
 	        "FROM orders WHERE status = 'CLOSED' AND close_requested_at IS NOT NULL AND "
 	        "channel_closed_at IS NULL AND (recon_next_at IS NULL OR recon_next_at <= "
 	        "NOW(3)) LIMIT ?",
-	        in, 1, out, 5, collect, &b, &rows) != DB_OK) {
+	        in, 1, &b, full) != 0) {
 		rc = -1;
 		goto done;
 	}
-	*full = b.n == b.cap;
 	for (int i = 0; i < b.n; i++) {
-		struct crow *w = &b.v[i];
+		struct recon_order *w = &b.v[i];
 		struct db_in l[3] = {DBI_I64(r->cf->reconciler.lease_s), DBI_I64(w->id),
 		                     w->next_null ? DBI_NULL : DBI_STR(w->next)};
 		struct db_in a[3];
@@ -160,7 +118,7 @@ recon_closes(struct reconciler *r, struct recon_counts *c, int *full)
 			}
 		} else {
 			/* recon_step counts the failed close attempts of a closed order. */
-			a[0] = DBI_I64(recon_ladder_delay(r->cf, w->attempts + 1));
+			a[0] = DBI_I64(recon_ladder_delay(r->cf, w->step + 1));
 			a[1] = DBI_I64(w->id);
 			if (db_exec(
 			        &r->db,
@@ -172,6 +130,6 @@ recon_closes(struct reconciler *r, struct recon_counts *c, int *full)
 		}
 	}
 done:
-	free(b.v);
+	recon_orders_free(&b);
 	return rc;
 }

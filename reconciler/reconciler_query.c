@@ -29,39 +29,10 @@
 #include "msg.h"
 #include "reconciler.h"
 
-struct qrow {
-	long long id, step;
-	char merchant[65], order[129], next[32];
-	int next_null;
-};
-
-struct qbatch {
-	struct qrow *v;
-	int n, cap;
-};
-
-static int
-collect(void *arg, struct db_out *o)
-{
-	struct qbatch *b = arg;
-	struct qrow *w;
-
-	if (b->n >= b->cap)
-		return 1;
-	w = &b->v[b->n++];
-	memset(w, 0, sizeof(*w));
-	w->id = o[0].i;
-	snprintf(w->merchant, sizeof(w->merchant), "%s", o[1].buf);
-	snprintf(w->order, sizeof(w->order), "%s", o[2].buf);
-	w->step = o[3].i;
-	w->next_null = o[4].is_null;
-	snprintf(w->next, sizeof(w->next), "%s", o[4].is_null ? "" : o[4].buf);
-	return 0;
-}
-
 /* publish - the reserved row to the processors, as ingest publishes a notification. */
 static void
-publish(struct reconciler *r, const struct qrow *w, const char *channel, unsigned long long id)
+publish(struct reconciler *r, const struct recon_order *w, const char *channel,
+        unsigned long long id)
 {
 	struct msg_callback m;
 	char key[256], val[512], err[256], cb[32];
@@ -90,19 +61,28 @@ publish(struct reconciler *r, const struct qrow *w, const char *channel, unsigne
 
 /* reserve - a verified paid answer into pay_callback_log; 1 when new, 0 duplicate, -1. */
 static int
-reserve(struct reconciler *r, struct chan_client *cl, const struct qrow *w, const char *channel,
-        const struct chan_payment *p, unsigned long long *id)
+reserve(struct reconciler *r, struct chan_client *cl, const struct recon_order *w,
+        const char *channel, const struct chan_payment *p, unsigned long long *id)
 {
 	char amount[40], sha[65];
 	size_t alen = 0;
 	const char *ans = chan_last_answer(cl, &alen);
 	int scale = money_currency_scale(p->currency);
-	struct cblog_row row = {.log = CBLOG_PAY, .merchant_id = w->merchant, .channel = channel,
-	                        .channel_trade_no = p->channel_trade_no, .out_trade_no = w->order,
-	                        .event_id = "", .event_type = "query", .status = p->status,
-	                        .amount = amount, .currency = p->currency, .body = ans,
-	                        .body_len = alen, .body_sha256 = sha,
-	                        .lease_s = r->cf->retry.initial_lease_s, .source = "query"};
+	struct cblog_row row = {.log = CBLOG_PAY,
+	                        .merchant_id = w->merchant,
+	                        .channel = channel,
+	                        .channel_trade_no = p->channel_trade_no,
+	                        .out_trade_no = w->order,
+	                        .event_id = "",
+	                        .event_type = "query",
+	                        .status = p->status,
+	                        .amount = amount,
+	                        .currency = p->currency,
+	                        .body = ans,
+	                        .body_len = alen,
+	                        .body_sha256 = sha,
+	                        .lease_s = r->cf->retry.initial_lease_s,
+	                        .source = "query"};
 	enum db_rc rc;
 
 	if (ans == NULL || scale < 0 ||
@@ -118,14 +98,11 @@ reserve(struct reconciler *r, struct chan_client *cl, const struct qrow *w, cons
 
 /* query_one - every channel of the order's merchant; 1 when all answered, 0 if some failed. */
 static int
-query_one(struct reconciler *r, const struct qrow *w, struct recon_counts *c)
+query_one(struct reconciler *r, const struct recon_order *w, struct recon_counts *c)
 {
-	struct recon_merchant *m = NULL;
+	struct recon_merchant *m = recon_merchant_find(r, w->merchant);
 	int answered = 1;
 
-	for (int i = 0; i < r->nm; i++)
-		if (strcmp(r->m[i].cm->id, w->merchant) == 0)
-			m = &r->m[i];
 	for (int k = 0; m != NULL && k < RECON_NCH; k++) {
 		struct chan_order_ref ref = {w->order, NULL};
 		struct chan_payment p;
@@ -190,30 +167,21 @@ recon_queries(struct reconciler *r, struct recon_counts *c, int *full)
 	const struct cfg_ints *steps = &r->cf->reconciler.query_steps_s;
 	struct db_in in[3] = {DBI_I64(steps->n), DBI_I64(steps->v[0]),
 	                      DBI_I64(r->cf->reconciler.batch)};
-	char b1[65], b2[129], b3[32];
-	struct db_out out[5] = {DBO_I64(), DBO_STR(b1, sizeof(b1)), DBO_STR(b2, sizeof(b2)),
-	                        DBO_I64(), DBO_STR(b3, sizeof(b3))};
-	struct qbatch b = {0};
-	unsigned long long rows = 0;
+	struct recon_orders b;
 	int rc = 0;
 
-	*full = 0;
-	b.cap = (int)r->cf->reconciler.batch;
-	if ((b.v = calloc((size_t)b.cap, sizeof(*b.v))) == NULL)
-		return -1;
-	if (db_query(
-	        &r->db,
+	if (recon_orders_select(
+	        r,
 	        "SELECT id, merchant_id, out_trade_no, recon_step, CAST(recon_next_at AS CHAR) "
 	        "FROM orders WHERE status = 'PENDING' AND recon_step < ? AND (recon_next_at <= "
 	        "NOW(3) OR (recon_next_at IS NULL AND created_at <= NOW(3) - INTERVAL ? "
 	        "SECOND)) LIMIT ?",
-	        in, 3, out, 5, collect, &b, &rows) != DB_OK) {
+	        in, 3, &b, full) != 0) {
 		rc = -1;
 		goto done;
 	}
-	*full = b.n == b.cap;
 	for (int i = 0; i < b.n; i++) {
-		struct qrow *w = &b.v[i];
+		struct recon_order *w = &b.v[i];
 		struct db_in l[4] = {DBI_I64(r->cf->reconciler.lease_s), DBI_I64(w->id),
 		                     DBI_I64(w->step), w->next_null ? DBI_NULL : DBI_STR(w->next)};
 		unsigned long long n = 0;
@@ -257,6 +225,6 @@ recon_queries(struct reconciler *r, struct recon_counts *c, int *full)
 		}
 	}
 done:
-	free(b.v);
+	recon_orders_free(&b);
 	return rc;
 }

@@ -14,6 +14,8 @@ fuzz_keys(void)
 {
 	static struct fuzz_keys k;
 	static int done;
+	/* Writable: struct stripe_secret owns (and clears) its bytes in the daemons. */
+	static char secret[] = "whsec_fuzz_secret";
 
 	if (done)
 		return &k;
@@ -21,7 +23,7 @@ fuzz_keys(void)
 	if (k.priv == NULL || EVP_PKEY_up_ref(k.priv) != 1 || EVP_PKEY_up_ref(k.priv) != 1)
 		abort();
 	k.serial = "5A1B2C3D4E5F60718293A4B5C6D7E8F901234567";
-	k.secret = "whsec_fuzz_secret";
+	k.secret = secret;
 	snprintf(k.wx.mchid, sizeof(k.wx.mchid), "1900000001");
 	memcpy(k.wx.apiv3_key, "abcdefghijklmnopqrstuvwxyz012345", 32);
 	k.wx.apiv3_key_len = 32;
@@ -32,7 +34,7 @@ fuzz_keys(void)
 	snprintf(k.ali.app_id, sizeof(k.ali.app_id), "2021000000000001");
 	k.ali.keys[0] = k.priv;
 	k.ali.nkeys = 1;
-	k.stripe.secrets[0].bytes = (uint8_t *)k.secret;
+	k.stripe.secrets[0].bytes = (uint8_t *)secret;
 	k.stripe.secrets[0].len = strlen(k.secret);
 	k.stripe.nsecrets = 1;
 	k.stripe.tolerance_s = 300;
@@ -43,7 +45,7 @@ fuzz_keys(void)
 
 size_t
 fuzz_split(const uint8_t *data, size_t len, struct http_hdr *hdrs, size_t max, char *buf,
-	   size_t buflen, const uint8_t **body, size_t *blen)
+           size_t buflen, const uint8_t **body, size_t *blen)
 {
 	size_t i = 0, used = 0, n = 0;
 

@@ -567,7 +567,7 @@ B(stripe_unknown_currency)
 	            time(NULL));
 }
 
-static const struct hcase cases[] = {
+static struct hcase cases[] = {
     {"wx_bad_signature", wx_bad_signature, 401, "\"code\":\"FAIL\""},
     {"wx_tampered_body", wx_tampered_body, 401, "FAIL"},
     {"wx_missing_serial", wx_missing_serial, 400, "FAIL"},
@@ -826,8 +826,7 @@ main(void)
 	int rc;
 
 	for (size_t i = 0; i < NCASES; i++)
-		tests[n++] =
-		    (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, (void *)&cases[i]};
+		tests[n++] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL, &cases[i]};
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(slow_clients_do_not_block_valid_traffic);
 	tests[n++] =
 	    (struct CMUnitTest)cmocka_unit_test(flood_of_unverified_requests_is_refused_quickly);

@@ -256,11 +256,12 @@ assert_refunded(const struct chan_case *ch, const char *order, long long cents, 
 static int
 reconciler_start(const char *conf, const char *name)
 {
-	char log[700];
-	char *argv[] = {"bin/paycb-reconciler", "-c", (char *)conf, NULL};
+	char log[700], confbuf[1024];
+	char *argv[] = {"bin/paycb-reconciler", "-c", confbuf, NULL};
 	long long seen, end = harness_now_ms() + 20000;
 	int pid;
 
+	snprintf(confbuf, sizeof(confbuf), "%s", conf);
 	snprintf(log, sizeof(log), "%s/%s.log", dir, name);
 	seen = harness_file_count(log, "event=ready");
 	if ((pid = kid(spawn(argv, log))) <= 0)

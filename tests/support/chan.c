@@ -24,7 +24,7 @@ chan_keys_new(struct chan_keys *k)
 		return -1;
 	snprintf(k->wx_serial, sizeof(k->wx_serial), "5A1B2C3D4E5F60718293A4B5C6D7E8F901234567");
 	snprintf(k->wx_pubkey_id, sizeof(k->wx_pubkey_id),
-		 "PUB_KEY_ID_0114232134912410000000000000000001");
+	         "PUB_KEY_ID_0114232134912410000000000000000001");
 	for (int i = 0; i < 32; i++)
 		k->apiv3[i] = (uint8_t)("abcdefghijklmnopqrstuvwxyz012345"[(i * 7) % 32]);
 	k->stripe_old = "whsec_old_secret_for_rotation_tests";
@@ -98,18 +98,19 @@ chan_merchants(const struct chan_keys *k, char *buf, size_t len)
 	    chan_file(k, "stripe_old", k->stripe_old, s1, sizeof(s1)) ||
 	    chan_file(k, "stripe_new", k->stripe_new, s2, sizeof(s2)))
 		goto done;
-	n = snprintf(buf, len,
-		     "merchants = (\n"
-		     "  { id = \"default\";\n"
-		     "    wxpay = { mchid = \"1900000001\"; apiv3_key_file = \"%s\";\n"
-		     "      keys = ( { file = \"%s\"; }, { serial = \"%s\"; file = \"%s\"; } ); };\n"
-		     "    alipay = { app_id = \"2021000000000001\"; public_key_files = [ \"%s\", "
-		     "\"%s\" ]; };\n"
-		     "    stripe = { secret_files = [ \"%s\", \"%s\" ]; };\n"
-		     "  },\n"
-		     "  { id = \"shop2\"; stripe = { secret_files = [ \"%s\" ]; }; }\n"
-		     ");\n",
-		     key, cert, k->wx_pubkey_id, pub, ali1, ali2, s1, s2, s2);
+	n = snprintf(
+	    buf, len,
+	    "merchants = (\n"
+	    "  { id = \"default\";\n"
+	    "    wxpay = { mchid = \"1900000001\"; apiv3_key_file = \"%s\";\n"
+	    "      keys = ( { file = \"%s\"; }, { serial = \"%s\"; file = \"%s\"; } ); };\n"
+	    "    alipay = { app_id = \"2021000000000001\"; public_key_files = [ \"%s\", "
+	    "\"%s\" ]; };\n"
+	    "    stripe = { secret_files = [ \"%s\", \"%s\" ]; };\n"
+	    "  },\n"
+	    "  { id = \"shop2\"; stripe = { secret_files = [ \"%s\" ]; }; }\n"
+	    ");\n",
+	    key, cert, k->wx_pubkey_id, pub, ali1, ali2, s1, s2, s2);
 	rc = n > 0 && (size_t)n < len ? 0 : -1;
 done:
 	X509_free(x);
@@ -118,23 +119,23 @@ done:
 
 int
 chan_write_conf(const struct conf *cf, const struct chan_keys *k, const char *path,
-		const char *brokers, int port, int admin_port, const char *ingest_extra)
+                const char *brokers, int port, int admin_port, const char *ingest_extra)
 {
 	char merchants[4096];
 	FILE *fp;
 
 	if (chan_merchants(k, merchants, sizeof(merchants)) != 0 || (fp = fopen(path, "w")) == NULL)
 		return -1;
-	fprintf(fp,
-		"log_level = \"debug\";\n"
-		"database = { host = \"%s\"; port = %lld; user = \"%s\"; password_file = \"%s\";"
-		" name = \"%s\"; };\n"
-		"kafka = { brokers = \"%s\"; topic_prefix = \"%s\"; delivery_timeout_ms = 5000; };\n"
-		"ingest = { listen_port = %d; admin_port = %d; connection_timeout_s = 2;"
-		" publish_budget_ms = 1500; %s };\n%s",
-		cf->db.host, cf->db.port, cf->db.user, cf->db.password_file, cf->db.name, brokers,
-		cf->kafka.topic_prefix, port, admin_port, ingest_extra ? ingest_extra : "",
-		merchants);
+	fprintf(
+	    fp,
+	    "log_level = \"debug\";\n"
+	    "database = { host = \"%s\"; port = %lld; user = \"%s\"; password_file = \"%s\";"
+	    " name = \"%s\"; };\n"
+	    "kafka = { brokers = \"%s\"; topic_prefix = \"%s\"; delivery_timeout_ms = 5000; };\n"
+	    "ingest = { listen_port = %d; admin_port = %d; connection_timeout_s = 2;"
+	    " publish_budget_ms = 1500; %s };\n%s",
+	    cf->db.host, cf->db.port, cf->db.user, cf->db.password_file, cf->db.name, brokers,
+	    cf->kafka.topic_prefix, port, admin_port, ingest_extra ? ingest_extra : "", merchants);
 	return fclose(fp);
 }
 
@@ -179,7 +180,7 @@ chan_stop(pid_t pid)
 
 int
 chan_wx_note(const struct chan_keys *k, struct chan_note *n, EVP_PKEY *key, const char *serial,
-	     const char *event, const char *plain, time_t ts)
+             const char *event, const char *plain, time_t ts)
 {
 	struct chan_signer s = {key, serial, k->apiv3, 32};
 	struct chan_sign_in in = {event, plain, ts};
@@ -195,42 +196,51 @@ chan_wx_note(const struct chan_keys *k, struct chan_note *n, EVP_PKEY *key, cons
 
 int
 chan_wx_pay(const struct chan_keys *k, struct chan_note *n, const char *order, const char *txn,
-	    long long fen, EVP_PKEY *key, const char *serial, time_t ts)
+            long long fen, EVP_PKEY *key, const char *serial, time_t ts)
 {
 	char plain[1024];
 
-	snprintf(plain, sizeof(plain),
-		 "{\"mchid\":\"1900000001\",\"appid\":\"wx0000000000000001\",\"out_trade_no\":"
-		 "\"%s\",\"transaction_id\":\"%s\",\"trade_type\":\"JSAPI\",\"trade_state\":"
-		 "\"SUCCESS\",\"trade_state_desc\":\"ok\",\"bank_type\":\"OTHERS\",\"success_time\":"
-		 "\"2026-12-02T10:34:56+08:00\",\"payer\":{\"openid\":\"o1\"},\"amount\":{\"total\":"
-		 "%lld,\"payer_total\":%lld,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}",
-		 order, txn, fen, fen);
+	snprintf(
+	    plain, sizeof(plain),
+	    "{\"mchid\":\"1900000001\",\"appid\":\"wx0000000000000001\",\"out_trade_no\":"
+	    "\"%s\",\"transaction_id\":\"%s\",\"trade_type\":\"JSAPI\",\"trade_state\":"
+	    "\"SUCCESS\",\"trade_state_desc\":\"ok\",\"bank_type\":\"OTHERS\",\"success_time\":"
+	    "\"2026-12-02T10:34:56+08:00\",\"payer\":{\"openid\":\"o1\"},\"amount\":{\"total\":"
+	    "%lld,\"payer_total\":%lld,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}",
+	    order, txn, fen, fen);
 	return chan_wx_note(k, n, key, serial, "TRANSACTION.SUCCESS", plain, ts);
 }
 
 int
 chan_ali_note(struct chan_note *n, EVP_PKEY *key, const char *const *keys,
-	      const char *const *values, size_t cnt)
+              const char *const *values, size_t cnt)
 {
 	if (ali_sign_notify(key, keys, values, cnt, &n->body) != 0)
 		return -1;
 	n->len = strlen(n->body);
 	snprintf(n->headers, sizeof(n->headers),
-		 "Content-Type: application/x-www-form-urlencoded; charset=utf-8\r\n");
+	         "Content-Type: application/x-www-form-urlencoded; charset=utf-8\r\n");
 	return 0;
 }
 
 int
 chan_ali_pay(struct chan_note *n, const char *order, const char *trade, const char *amount,
-	     EVP_PKEY *key)
+             EVP_PKEY *key)
 {
-	const char *k[] = {"notify_time", "notify_type", "notify_id", "app_id", "charset",
-			   "version", "trade_no", "out_trade_no", "trade_status", "total_amount",
-			   "subject"};
-	const char *v[] = {"2026-12-02 10:00:00", "trade_status_sync", trade, "2021000000000001",
-			   "utf-8", "1.0", trade, order, "TRADE_SUCCESS", amount,
-			   "\xe6\xb5\x8b\xe8\xaf\x95 & = + %"};
+	const char *k[] = {"notify_time",  "notify_type",  "notify_id", "app_id",
+	                   "charset",      "version",      "trade_no",  "out_trade_no",
+	                   "trade_status", "total_amount", "subject"};
+	const char *v[] = {"2026-12-02 10:00:00",
+	                   "trade_status_sync",
+	                   trade,
+	                   "2021000000000001",
+	                   "utf-8",
+	                   "1.0",
+	                   trade,
+	                   order,
+	                   "TRADE_SUCCESS",
+	                   amount,
+	                   "\xe6\xb5\x8b\xe8\xaf\x95 & = + %"};
 
 	return chan_ali_note(n, key, k, v, 11);
 }
@@ -244,26 +254,26 @@ chan_stripe_note(struct chan_note *n, const char *secret, const char *json, time
 		return -1;
 	n->len = strlen(json);
 	if (stripe_sign_header((const uint8_t *)secret, strlen(secret), (const uint8_t *)n->body,
-			       n->len, t, sig, sizeof(sig)) != 0)
+	                       n->len, t, sig, sizeof(sig)) != 0)
 		return -1;
 	snprintf(n->headers, sizeof(n->headers),
-		 "Content-Type: application/json\r\nStripe-Signature: %s\r\n", sig);
+	         "Content-Type: application/json\r\nStripe-Signature: %s\r\n", sig);
 	return 0;
 }
 
 int
 chan_stripe_pay(struct chan_note *n, const char *secret, const char *order, const char *pi,
-		long long cents, time_t t)
+                long long cents, time_t t)
 {
 	char json[1024];
 
 	snprintf(json, sizeof(json),
-		 "{\"id\":\"evt_%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
-		 "\"created\":%lld,\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
-		 "\"id\":\"%s\",\"object\":\"payment_intent\",\"amount\":%lld,\"amount_received\":"
-		 "%lld,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"%s\"},\"status\":"
-		 "\"succeeded\"}}}",
-		 pi, (long long)t, pi, cents, cents, order);
+	         "{\"id\":\"evt_%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
+	         "\"created\":%lld,\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
+	         "\"id\":\"%s\",\"object\":\"payment_intent\",\"amount\":%lld,\"amount_received\":"
+	         "%lld,\"currency\":\"usd\",\"metadata\":{\"order_id\":\"%s\"},\"status\":"
+	         "\"succeeded\"}}}",
+	         pi, (long long)t, pi, cents, cents, order);
 	return chan_stripe_note(n, secret, json, t);
 }
 
@@ -283,16 +293,22 @@ chan_one_int(struct db *db, const char *sql, const char *param)
 	MYSQL_BIND in, out;
 	MYSQL_STMT *st;
 	long long v = -1;
+	/* The client library binds through void *; a copy keeps the caller's text const. */
+	char *copy = NULL;
 
-	if (db_ensure(db) != DB_OK || (st = mysql_stmt_init(db->my)) == NULL)
+	if (param && (copy = strdup(param)) == NULL)
 		return -1;
+	if (db_ensure(db) != DB_OK || (st = mysql_stmt_init(db->my)) == NULL) {
+		free(copy);
+		return -1;
+	}
 	memset(&in, 0, sizeof(in));
 	memset(&out, 0, sizeof(out));
 	out.buffer_type = MYSQL_TYPE_LONGLONG;
 	out.buffer = &v;
 	if (param) {
 		in.buffer_type = MYSQL_TYPE_STRING;
-		in.buffer = (void *)param;
+		in.buffer = copy;
 		in.buffer_length = strlen(param);
 	}
 	if (mysql_stmt_prepare(st, sql, strlen(sql)) != 0 ||
@@ -300,6 +316,7 @@ chan_one_int(struct db *db, const char *sql, const char *param)
 	    mysql_stmt_bind_result(st, &out) != 0 || mysql_stmt_fetch(st) == 1)
 		v = -1;
 	mysql_stmt_close(st);
+	free(copy);
 	return v;
 }
 

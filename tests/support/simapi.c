@@ -61,14 +61,17 @@ int
 simapi_start(const char *conf, const char *keys, int port, const char *log)
 {
 	struct up u = {port};
-	char p[16];
+	char p[16], confbuf[1024], keysbuf[1024];
 	pid_t pid;
 
 	snprintf(p, sizeof(p), "%d", port);
+	/* execv takes its arguments as char *: writable copies keep the caller's strings const. */
+	snprintf(confbuf, sizeof(confbuf), "%s", conf);
+	snprintf(keysbuf, sizeof(keysbuf), "%s", keys);
 	fflush(stdout);
 	if ((pid = fork()) == 0) {
-		char *argv[] = {"bin/paycb-sim", "api",    "-c", (char *)conf, "--keys",
-		                (char *)keys,    "--port", p,    NULL};
+		char *argv[] = {"bin/paycb-sim", "api",    "-c", confbuf, "--keys",
+		                keysbuf,         "--port", p,    NULL};
 		FILE *fp = freopen(log, "a", stdout);
 
 		if (fp == NULL || dup2(fileno(stdout), 2) < 0)

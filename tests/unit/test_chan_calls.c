@@ -30,6 +30,7 @@
 #include "chan_client.h"
 #include "chan_int.h"
 #include "clock.h"
+#include "httpd.h"
 #include "form.h"
 #include "testkeys.h"
 
@@ -90,9 +91,11 @@ conn_cb(void *cls, struct MHD_Connection *c, void **socket_context,
 static enum MHD_Result
 answer(struct MHD_Connection *c, unsigned status, const char *body, const char *const *hdrs)
 {
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	struct MHD_Response *resp = httpd_response_copy(body, strlen(body));
 	enum MHD_Result rc;
+
+	if (resp == NULL)
+		return MHD_NO;
 
 	for (; hdrs != NULL && hdrs[0] != NULL; hdrs += 2)
 		MHD_add_response_header(resp, hdrs[0], hdrs[1]);

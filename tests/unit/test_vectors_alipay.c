@@ -50,13 +50,13 @@ static const struct {
 };
 
 static void
-params_form(const json_t *params, struct form *f)
+params_form(json_t *params, struct form *f)
 {
 	const char *k;
 	json_t *v;
 
 	memset(f, 0, sizeof(*f));
-	json_object_foreach((json_t *)params, k, v)
+	json_object_foreach(params, k, v)
 	{
 		assert_true(json_is_string(v));
 		assert_int_equal(
@@ -66,7 +66,7 @@ params_form(const json_t *params, struct form *f)
 
 /* endpoint - runs ali_verify_parse() and checks the outcome and, if accepted, the fields. */
 static void
-endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, const json_t *params,
+endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, json_t *params,
          enum verr want, enum notify_kind kind)
 {
 	struct ali_merchant m = {.nkeys = 1};
@@ -103,7 +103,8 @@ endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, const
 static void
 test_case(void **state)
 {
-	const json_t *c = *state, *params = json_object_get(c, "params");
+	const json_t *c = *state;
+	json_t *params = json_object_get(c, "params");
 	const char *name = vec_str(c, "name"), *expect = vec_str(c, "expect");
 	const char *rule = vec_str(c, "string_to_sign_rule");
 	const char *want = vec_str(c, "expected_string_to_sign");
@@ -143,10 +144,10 @@ test_case(void **state)
 	assert_string_equal(content, want);
 	free(content);
 	/* The expected string verifies exactly when the case says valid (SHA-1 only for Java's). */
-	assert_int_equal(
-	    crypto_rsa_verify_md(key, alg != NULL && strncmp(alg, "SHA1", 4) == 0 ? "SHA1" : "SHA256",
-	                      &part, 1, sig, siglen),
-	    said_valid ? 0 : -1);
+	assert_int_equal(crypto_rsa_verify_md(
+	                     key, alg != NULL && strncmp(alg, "SHA1", 4) == 0 ? "SHA1" : "SHA256",
+	                     &part, 1, sig, siglen),
+	                 said_valid ? 0 : -1);
 	form_free(&f);
 
 	/* The endpoint, on the params form-encoded and on the derived raw body. */

@@ -113,6 +113,7 @@ test_case(void **state)
 	struct notify n;
 	char path[256], reason[160], mine[128];
 	uint8_t *body;
+	char *owned;
 	size_t len, i;
 	enum verr got;
 	int pos = 0;
@@ -126,7 +127,9 @@ test_case(void **state)
 		assert_int_equal(strncmp(expect, "valid", 5) == 0, st_expect[i].want == VERR_OK);
 	snprintf(path, sizeof(path), ST "%s", vec_str(c, "body_file"));
 	assert_non_null(body = vec_read(path, &len));
-	m.secrets[0] = (struct stripe_secret){(uint8_t *)secret, strlen(secret)};
+	/* A merchant owns its secret's bytes (the daemons clear them): give it a copy. */
+	assert_non_null(owned = strdup(secret));
+	m.secrets[0] = (struct stripe_secret){(uint8_t *)owned, strlen(owned)};
 	m.tolerance_s = (int)json_integer_value(json_object_get(c, "tolerance"));
 	got = stripe_verify_parse(&m, &h, 1, body, len,
 	                          (time_t)json_integer_value(json_object_get(c, "now")), &n, reason,
@@ -155,6 +158,7 @@ test_case(void **state)
 		                 0);
 		assert_string_equal(mine, header);
 	}
+	free(owned);
 	free(body);
 }
 

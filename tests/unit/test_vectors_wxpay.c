@@ -32,24 +32,31 @@ static const struct {
 	const char *name;
 	enum verr want;
 } wx_expect[] = {
-	{"txn_success_pubkey", VERR_OK},	  {"refund_success_cert", VERR_OK},
-	{"txn_success_empty_aad", VERR_OK},	  {"stale_timestamp_301s", VERR_TIMESTAMP},
-	{"boundary_299s", VERR_OK},		  {"boundary_300s", VERR_TIMESTAMP},
-	{"future_timestamp_301s", VERR_TIMESTAMP}, {"unknown_serial", VERR_SERIAL},
-	{"signtest_probe", VERR_SIGNATURE},	  {"nonce_changed", VERR_SIGNATURE},
-	{"timestamp_changed", VERR_SIGNATURE},	  {"tampered_body", VERR_SIGNATURE},
-	{"body_trailing_newline", VERR_SIGNATURE}, {"bad_aad_signed", VERR_DECRYPT},
+    {"txn_success_pubkey", VERR_OK},
+    {"refund_success_cert", VERR_OK},
+    {"txn_success_empty_aad", VERR_OK},
+    {"stale_timestamp_301s", VERR_TIMESTAMP},
+    {"boundary_299s", VERR_OK},
+    {"boundary_300s", VERR_TIMESTAMP},
+    {"future_timestamp_301s", VERR_TIMESTAMP},
+    {"unknown_serial", VERR_SERIAL},
+    {"signtest_probe", VERR_SIGNATURE},
+    {"nonce_changed", VERR_SIGNATURE},
+    {"timestamp_changed", VERR_SIGNATURE},
+    {"tampered_body", VERR_SIGNATURE},
+    {"body_trailing_newline", VERR_SIGNATURE},
+    {"bad_aad_signed", VERR_DECRYPT},
 };
 
 /* headers - the case's header object as http_hdr entries pointing into the JSON. */
 static size_t
-headers(const json_t *obj, struct http_hdr *h, size_t cap)
+headers(json_t *obj, struct http_hdr *h, size_t cap)
 {
 	const char *name;
 	json_t *v;
 	size_t n = 0;
 
-	json_object_foreach((json_t *)obj, name, v)
+	json_object_foreach(obj, name, v)
 	{
 		assert_true(n < cap);
 		h[n++] = (struct http_hdr){name, json_string_value(v)};
@@ -79,7 +86,7 @@ add_key(struct wx_merchant *m, const char *file, const char *key_id)
 
 	assert_non_null(k);
 	snprintf(m->keys[m->nkeys].serial, sizeof(m->keys[0].serial), "%s",
-		 key_id != NULL ? key_id : serial);
+	         key_id != NULL ? key_id : serial);
 	assert_true(m->keys[m->nkeys].serial[0] != '\0');
 	m->keys[m->nkeys++].pkey = k;
 }
@@ -104,21 +111,23 @@ check_fields(const struct notify *n, const uint8_t *body, size_t blen, const jso
 	assert_string_equal(n->event_type, vec_str(env, "event_type"));
 	assert_string_equal(n->channel_trade_no, vec_str(plain, "transaction_id"));
 	assert_string_equal(n->out_trade_no, vec_str(plain, "out_trade_no"));
-	assert_string_equal(n->currency, vec_str(amount, "currency") ? vec_str(amount, "currency")
-								       : "CNY");
+	assert_string_equal(n->currency,
+	                    vec_str(amount, "currency") ? vec_str(amount, "currency") : "CNY");
 	if (strcmp(n->event_type, "TRANSACTION.SUCCESS") == 0) {
 		assert_int_equal(n->kind, NOTIFY_PAYMENT);
 		assert_string_equal(n->status, vec_str(plain, "trade_state"));
-		assert_int_equal(n->amount_minor, json_integer_value(json_object_get(amount, "total")));
+		assert_int_equal(n->amount_minor,
+		                 json_integer_value(json_object_get(amount, "total")));
 		assert_int_equal(n->order_total_minor, -1);
 	} else {
 		assert_int_equal(n->kind, NOTIFY_REFUND);
 		assert_string_equal(n->status, vec_str(plain, "refund_status"));
 		assert_string_equal(n->refund_no, vec_str(plain, "refund_id"));
 		assert_string_equal(n->merchant_refund_no, vec_str(plain, "out_refund_no"));
-		assert_int_equal(n->amount_minor, json_integer_value(json_object_get(amount, "refund")));
+		assert_int_equal(n->amount_minor,
+		                 json_integer_value(json_object_get(amount, "refund")));
 		assert_int_equal(n->order_total_minor,
-				 json_integer_value(json_object_get(amount, "total")));
+		                 json_integer_value(json_object_get(amount, "total")));
 		assert_int_equal(n->refund_cumulative, 0);
 	}
 	json_decref(env);
@@ -128,7 +137,8 @@ check_fields(const struct notify *n, const uint8_t *body, size_t blen, const jso
 static void
 test_derived_case(void **state)
 {
-	const json_t *c = *state, *hj = json_object_get(c, "headers");
+	const json_t *c = *state;
+	json_t *hj = json_object_get(c, "headers");
 	const char *name = vec_str(c, "name"), *expect = vec_str(c, "expect");
 	struct wx_merchant m = {.tolerance_s = 300};
 	struct http_hdr h[8];
@@ -154,22 +164,25 @@ test_derived_case(void **state)
 	set_key(&m, vec_str(c, "apiv3_key"));
 	add_key(&m, vec_str(c, "verify_key"), vec_str(c, "key_id"));
 	if (vec_str(c, "expected_plaintext_file") != NULL) {
-		snprintf(path, sizeof(path), WX "derived/%s", vec_str(c, "expected_plaintext_file"));
+		snprintf(path, sizeof(path), WX "derived/%s",
+		         vec_str(c, "expected_plaintext_file"));
 		assert_non_null(plain_file = vec_read(path, &plen));
 		assert_non_null(pj = json_loadb((const char *)plain_file, plen, 0, NULL));
 		/* The plaintext names the merchant; checking it exercises the mchid rule too. */
 		snprintf(m.mchid, sizeof(m.mchid), "%s", vec_str(pj, "mchid"));
 	}
 	nh = headers(hj, h, 8);
-	got = wx_verify_parse(&m, h, nh, body, blen, (time_t)json_integer_value(json_object_get(c, "now")),
-			      &n, reason, sizeof(reason));
+	got = wx_verify_parse(&m, h, nh, body, blen,
+	                      (time_t)json_integer_value(json_object_get(c, "now")), &n, reason,
+	                      sizeof(reason));
 	if (got != want)
 		fail_msg("%s: got %s (%s), want %s", name, verr_name(got), reason, verr_name(want));
 	if (want == VERR_OK && pj != NULL) {
 		check_fields(&n, body, blen, pj);
 		/* The decrypted bytes are exactly the expected plaintext file. */
-		assert_int_equal(wx_decrypt_body(&m, body, blen, &plain, &blen, reason, sizeof(reason)),
-				 VERR_OK);
+		assert_int_equal(
+		    wx_decrypt_body(&m, body, blen, &plain, &blen, reason, sizeof(reason)),
+		    VERR_OK);
 		assert_int_equal(blen, plen);
 		assert_memory_equal(plain, plain_file, plen);
 	}
@@ -177,7 +190,8 @@ test_derived_case(void **state)
 		/* "the signature itself is valid": at the header's own time it is accepted. */
 		long long ts = strtoll(vec_str(hj, "Wechatpay-Timestamp"), NULL, 10);
 
-		got = wx_verify_parse(&m, h, nh, body, blen, (time_t)ts, &n, reason, sizeof(reason));
+		got =
+		    wx_verify_parse(&m, h, nh, body, blen, (time_t)ts, &n, reason, sizeof(reason));
 		assert_int_equal(got, VERR_OK);
 	}
 	free(plain);
@@ -205,18 +219,19 @@ test_go_end_to_end_notification_aes128(void **state)
 	/* The Go vector's key is 16 bytes: AES-128-GCM, chosen by key length. */
 	set_key(&m, vec_str(c, "apiv3_key"));
 	add_key(&m, WX "go_notify_platform_cert.pem", NULL);
-	assert_string_equal(m.keys[0].serial, vec_str(json_object_get(c, "headers"),
-						       "Wechatpay-Serial"));
+	assert_string_equal(m.keys[0].serial,
+	                    vec_str(json_object_get(c, "headers"), "Wechatpay-Serial"));
 	nh = headers(json_object_get(c, "headers"), h, 8);
-	assert_int_equal(wx_verify_parse(&m, h, nh, body, blen,
-					 (time_t)json_integer_value(json_object_get(c, "fixed_now_unix")),
-					 &n, reason, sizeof(reason)),
-			 VERR_OK);
+	assert_int_equal(
+	    wx_verify_parse(&m, h, nh, body, blen,
+	                    (time_t)json_integer_value(json_object_get(c, "fixed_now_unix")), &n,
+	                    reason, sizeof(reason)),
+	    VERR_OK);
 	/* PAYSCORE.USER_OPEN_SERVICE is authentic but no payment: verified, then ignored. */
 	assert_int_equal(n.kind, NOTIFY_IGNORED);
 	assert_string_equal(n.event_type, "PAYSCORE.USER_OPEN_SERVICE");
 	assert_int_equal(wx_decrypt_body(&m, body, blen, &plain, &plen, reason, sizeof(reason)),
-			 VERR_OK);
+	                 VERR_OK);
 	want = vec_str(c, "expected_plaintext");
 	assert_int_equal(plen, strlen(want));
 	assert_memory_equal(plain, want, plen);
@@ -230,7 +245,7 @@ static void
 test_go_verifier_cert_and_pubkey(void **state)
 {
 	static const char *const keys[] = {WX "go_verifier_platform_cert_F5765756002FDD77.pem",
-					   WX "go_verifier_pubkey.pem"};
+	                                   WX "go_verifier_pubkey.pem"};
 	json_t *c = vec_json(WX "go_verifier_case.json");
 	uint8_t sig[512];
 	size_t siglen, i;
@@ -253,13 +268,15 @@ test_go_verifier_cert_and_pubkey(void **state)
 			const char *msg = vec_str(cs, "message");
 			int valid = strcmp(vec_str(cs, "expect"), "valid") == 0;
 
-			assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)msg, strlen(msg),
-							       sig, siglen),
-					 valid ? 0 : -1);
+			assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)msg,
+			                                          strlen(msg), sig, siglen),
+			                 valid ? 0 : -1);
 		}
 		/* Empty signature and non-base64 signature are errors too (README). */
-		assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)"source", 6, sig, 0), -1);
-		assert_int_equal(crypto_b64_decode("not base64!", 11, sig, sizeof(sig), &siglen), -1);
+		assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)"source", 6, sig, 0),
+		                 -1);
+		assert_int_equal(crypto_b64_decode("not base64!", 11, sig, sizeof(sig), &siglen),
+		                 -1);
 		EVP_PKEY_free(pk);
 	}
 	json_decref(c);
@@ -289,8 +306,8 @@ gcm_case(const json_t *base, const json_t *ov, uint8_t *out, size_t *outlen)
 		return -2;
 	}
 	return crypto_aes_gcm_decrypt((const uint8_t *)key, strlen(key), (const uint8_t *)nonce,
-				   strlen(nonce), (const uint8_t *)aad, strlen(aad), ct, ctlen, out,
-				   outlen);
+	                              strlen(nonce), (const uint8_t *)aad, strlen(aad), ct, ctlen,
+	                              out, outlen);
 }
 
 static void
@@ -355,14 +372,15 @@ test_java_certificate_download_decrypts_to_pem(void **state)
 	assert_string_equal(vec_str(enc, "algorithm"), "AEAD_AES_256_GCM");
 	assert_int_equal(crypto_b64_decode(ct64, strlen(ct64), ct, sizeof(ct), &ctlen), 0);
 	assert_int_equal(crypto_aes_gcm_decrypt((const uint8_t *)key, 32, (const uint8_t *)nonce,
-					     strlen(nonce), (const uint8_t *)aad, strlen(aad), ct,
-					     ctlen, out, &outlen), 0);
+	                                        strlen(nonce), (const uint8_t *)aad, strlen(aad),
+	                                        ct, ctlen, out, &outlen),
+	                 0);
 	assert_non_null(want = vec_read(WX "java_download_certificate_decrypted.pem", &wlen));
 	assert_int_equal(outlen, wlen);
 	assert_memory_equal(out, want, wlen);
 	/* The decrypted certificate's serial is the response's serial_no. */
-	assert_int_equal(crypto_load_pubkey_mem(out, outlen, &pk, serial, sizeof(serial), err,
-					     sizeof(err)), 0);
+	assert_int_equal(
+	    crypto_load_pubkey_mem(out, outlen, &pk, serial, sizeof(serial), err, sizeof(err)), 0);
 	assert_string_equal(serial, vec_str(d, "serial_no"));
 	EVP_PKEY_free(pk);
 	free(want);
@@ -398,9 +416,9 @@ test_java_rsa_verifier_merchant_cert(void **state)
 			assert_int_equal(sscanf(p, "(serial %79[0-9A-F])", want_serial), 1);
 			assert_string_equal(serial, want_serial);
 		}
-		assert_int_equal(crypto_rsa_sha256_verify(pk, (const uint8_t *)msg, strlen(msg), sig,
-						       siglen),
-				 strcmp(vec_str(cs, "expect"), "valid") == 0 ? 0 : -1);
+		assert_int_equal(
+		    crypto_rsa_sha256_verify(pk, (const uint8_t *)msg, strlen(msg), sig, siglen),
+		    strcmp(vec_str(cs, "expect"), "valid") == 0 ? 0 : -1);
 		EVP_PKEY_free(pk);
 	}
 	json_decref(c);
@@ -425,18 +443,18 @@ int
 main(void)
 {
 	static const struct CMUnitTest fixed[] = {
-		cmocka_unit_test(test_go_end_to_end_notification_aes128),
-		cmocka_unit_test(test_go_verifier_cert_and_pubkey),
-		cmocka_unit_test(test_go_aes_gcm_and_negatives),
-		cmocka_unit_test(test_java_aes256_gcm_and_negatives),
-		cmocka_unit_test(test_java_certificate_download_decrypts_to_pem),
-		cmocka_unit_test(test_java_rsa_verifier_merchant_cert),
-		cmocka_unit_test(test_platform_test_key_pair_matches),
+	    cmocka_unit_test(test_go_end_to_end_notification_aes128),
+	    cmocka_unit_test(test_go_verifier_cert_and_pubkey),
+	    cmocka_unit_test(test_go_aes_gcm_and_negatives),
+	    cmocka_unit_test(test_java_aes256_gcm_and_negatives),
+	    cmocka_unit_test(test_java_certificate_download_decrypts_to_pem),
+	    cmocka_unit_test(test_java_rsa_verifier_merchant_cert),
+	    cmocka_unit_test(test_platform_test_key_pair_matches),
 	};
 	json_t *cases = vec_json(WX "derived/cases.json"), *c;
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]), ncases, i;
 	struct CMUnitTest *tests;
-	char (*names)[96];
+	char(*names)[96];
 	int rc;
 
 	if (cases == NULL) {

@@ -46,7 +46,17 @@ enum db_rc ctl_audit(struct ctl *c, const char *action, const char *target, int 
                      const char *result);
 /* Sets c->actor: override, else $SUDO_USER, else $USER, else uid:N. */
 void ctl_set_actor(struct ctl *c, const char *override);
+/*
+ * Runs sql, one conditional UPDATE, and its audit_log row (action, target and the result:
+ * done when one row changed, else not_done) in one transaction, and prints the result.
+ * Returns CTL_OK when one row changed, else CTL_FAILED.
+ */
+int ctl_audited_update(struct ctl *c, const char *sql, const struct db_in *in, int nin,
+                       const char *action, const char *target, const char *done,
+                       const char *not_done);
 const char *ctl_status_name(long long status);
+/* Reports a failed query of what; returns CTL_UNAVAIL when a retry may work, else CTL_FAILED. */
+int ctl_db_failed(struct ctl *c, const char *what, enum db_rc rc);
 void ctl_error(struct ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* paycbctl_list.c */

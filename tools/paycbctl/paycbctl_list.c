@@ -43,6 +43,26 @@ struct list_buf {
 	char merchant[65], channel[17], order[129], a[32], b[32], c[40], err[513];
 };
 
+/*
+ * list_outs - the ten result columns of list (dead 0) or dead (dead 1). Both start with the
+ * log, id, merchant, channel, order and retry count; list then has the status, dead the text
+ * columns of a dead letter.
+ */
+static void
+list_outs(struct list_buf *b, int dead, struct db_out *o)
+{
+	o[0] = DBO_I64();
+	o[1] = DBO_I64();
+	o[2] = DBO_STR(b->merchant, sizeof(b->merchant));
+	o[3] = DBO_STR(b->channel, sizeof(b->channel));
+	o[4] = DBO_STR(b->order, sizeof(b->order));
+	o[5] = DBO_I64();
+	o[6] = dead ? DBO_STR(b->a, sizeof(b->a)) : DBO_I64();
+	o[7] = dead ? DBO_STR(b->c, sizeof(b->c)) : DBO_STR(b->a, sizeof(b->a));
+	o[8] = DBO_STR(b->b, sizeof(b->b));
+	o[9] = DBO_STR(b->err, sizeof(b->err));
+}
+
 static int
 list_row(void *arg, struct db_out *o)
 {
@@ -152,16 +172,7 @@ int
 ctl_cmd_list(struct ctl *c, int argc, char **argv)
 {
 	struct list_buf b;
-	struct db_out out[10] = {DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_STR(b.merchant, sizeof(b.merchant)),
-	                         DBO_STR(b.channel, sizeof(b.channel)),
-	                         DBO_STR(b.order, sizeof(b.order)),
-	                         DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_STR(b.a, sizeof(b.a)),
-	                         DBO_STR(b.b, sizeof(b.b)),
-	                         DBO_STR(b.err, sizeof(b.err))};
+	struct db_out out[10];
 	long long status, limit;
 	unsigned long long rows = 0;
 	char since[32];
@@ -170,6 +181,7 @@ ctl_cmd_list(struct ctl *c, int argc, char **argv)
 
 	if ((urc = list_opts(c, argc, argv, 1, &status, since, &limit, "list")) != 0)
 		return urc;
+	list_outs(&b, 0, out);
 	fprintf(c->out, "%-10s %-8s %5s  %-23s  %-23s  %-10s %-7s %-24s %s\n", "ID", "STATUS",
 	        "RETRY", "CREATED_AT", "NEXT_RETRY_AT", "MERCHANT", "CHANNEL", "OUT_TRADE_NO",
 	        "LAST_ERROR");
@@ -181,10 +193,8 @@ ctl_cmd_list(struct ctl *c, int argc, char **argv)
 		struct db_in in[3] = {DBI_STR(since), DBI_STR(since), DBI_I64(limit)};
 		rc = db_query(&c->db, sql_list_all, in, 3, out, 10, list_row, c, &rows);
 	}
-	if (rc != DB_OK) {
-		ctl_error(c, "list: %s", c->db.last_error);
-		return rc == DB_RETRYABLE ? CTL_UNAVAIL : CTL_FAILED;
-	}
+	if (rc != DB_OK)
+		return ctl_db_failed(c, "list", rc);
 	fprintf(c->out, "(%llu rows)\n", rows);
 	return CTL_OK;
 }
@@ -193,16 +203,7 @@ int
 ctl_cmd_dead(struct ctl *c, int argc, char **argv)
 {
 	struct list_buf b;
-	struct db_out out[10] = {DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_STR(b.merchant, sizeof(b.merchant)),
-	                         DBO_STR(b.channel, sizeof(b.channel)),
-	                         DBO_STR(b.order, sizeof(b.order)),
-	                         DBO_I64(),
-	                         DBO_STR(b.a, sizeof(b.a)),
-	                         DBO_STR(b.c, sizeof(b.c)),
-	                         DBO_STR(b.b, sizeof(b.b)),
-	                         DBO_STR(b.err, sizeof(b.err))};
+	struct db_out out[10];
 	long long status, limit;
 	unsigned long long rows = 0;
 	char since[32];
@@ -210,6 +211,7 @@ ctl_cmd_dead(struct ctl *c, int argc, char **argv)
 
 	if ((urc = list_opts(c, argc, argv, 0, &status, since, &limit, "dead")) != 0)
 		return urc;
+	list_outs(&b, 1, out);
 	fprintf(c->out, "%-10s %5s  %-23s  %-17s %-23s  %-10s %-7s %-24s %s\n", "ID", "RETRY",
 	        "DEAD_AT", "REASON", "DLQ_SENT_AT", "MERCHANT", "CHANNEL", "OUT_TRADE_NO",
 	        "LAST_ERROR");
@@ -217,10 +219,8 @@ ctl_cmd_dead(struct ctl *c, int argc, char **argv)
 		struct db_in in[3] = {DBI_STR(since), DBI_STR(since), DBI_I64(limit)};
 		enum db_rc rc = db_query(&c->db, sql_dead, in, 3, out, 10, dead_row, c, &rows);
 
-		if (rc != DB_OK) {
-			ctl_error(c, "dead: %s", c->db.last_error);
-			return rc == DB_RETRYABLE ? CTL_UNAVAIL : CTL_FAILED;
-		}
+		if (rc != DB_OK)
+			return ctl_db_failed(c, "dead", rc);
 	}
 	fprintf(c->out, "(%llu dead letters)\n", rows);
 	return CTL_OK;
@@ -254,10 +254,8 @@ ctl_cmd_unroutable(struct ctl *c, int argc, char **argv)
 		enum db_rc rc =
 		    db_query(&c->db, sql_unroutable, in, 2, out, 9, unroutable_row, c, &rows);
 
-		if (rc != DB_OK) {
-			ctl_error(c, "unroutable: %s", c->db.last_error);
-			return rc == DB_RETRYABLE ? CTL_UNAVAIL : CTL_FAILED;
-		}
+		if (rc != DB_OK)
+			return ctl_db_failed(c, "unroutable", rc);
 	}
 	fprintf(c->out, "(%llu unroutable notifications)\n", rows);
 	return CTL_OK;

@@ -13,29 +13,16 @@
 static int
 close_one(struct ctl *c, const char *merchant, const char *order)
 {
-	char target[256], result[128];
-	unsigned long long n = 0;
+	char target[256];
 	struct db_in in[2] = {DBI_STR(merchant), DBI_STR(order)};
 
 	snprintf(target, sizeof(target), "order:%.64s|%.128s", merchant, order);
-	if (db_begin(&c->db) != DB_OK ||
-	    db_exec(
-	        &c->db,
-	        "UPDATE orders SET status = 'CLOSED', close_requested_at = NOW(3), recon_next_at "
-	        "= NULL WHERE merchant_id = ? AND out_trade_no = ? AND status = 'PENDING'",
-	        in, 2, &n, NULL) != DB_OK)
-		goto fail;
-	snprintf(result, sizeof(result), "%s",
-	         n == 1 ? "closed; the reconciler closes it at the channels"
-	                : "not closed: no such order, or not PENDING");
-	if (ctl_audit(c, "order_close", target, 0, result) != DB_OK || db_commit(&c->db) != DB_OK)
-		goto fail;
-	fprintf(c->out, "%s: %s\n", target, result);
-	return n == 1 ? CTL_OK : CTL_FAILED;
-fail:
-	ctl_error(c, "%s: %s", target, c->db.last_error);
-	db_rollback(&c->db);
-	return CTL_FAILED;
+	return ctl_audited_update(
+	    c,
+	    "UPDATE orders SET status = 'CLOSED', close_requested_at = NOW(3), recon_next_at "
+	    "= NULL WHERE merchant_id = ? AND out_trade_no = ? AND status = 'PENDING'",
+	    in, 2, "order_close", target, "closed; the reconciler closes it at the channels",
+	    "not closed: no such order, or not PENDING");
 }
 
 int

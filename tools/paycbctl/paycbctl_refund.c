@@ -21,8 +21,8 @@
 static int
 approve_one(struct ctl *c, const char *arg)
 {
-	char *end = NULL, target[64], result[128];
-	unsigned long long id = strtoull(arg, &end, 10), n = 0;
+	char *end = NULL, target[64];
+	unsigned long long id = strtoull(arg, &end, 10);
 	struct db_in in[2];
 
 	if (end == arg || *end != '\0' || id == 0) {
@@ -32,27 +32,13 @@ approve_one(struct ctl *c, const char *arg)
 	snprintf(target, sizeof(target), "refund_request:%llu", id);
 	in[0] = DBI_STR(c->actor);
 	in[1] = DBI_I64(id);
-	if (db_begin(&c->db) != DB_OK ||
-	    db_exec(
-	        &c->db,
-	        "UPDATE refund_requests SET approved_at = NOW(3), approved_by = ?, "
-	        "next_attempt_at = NOW(3) WHERE id = ? AND status = 'REQUESTED' AND approved_at "
-	        "IS NULL",
-	        in, 2, &n, NULL) != DB_OK)
-		goto fail;
-	snprintf(result, sizeof(result), "%s",
-	         n == 1 ? "approved"
-	                : "not approved: no such request, or not REQUESTED, or "
-	                  "approved already");
-	if (ctl_audit(c, "refund_approve", target, 0, result) != DB_OK ||
-	    db_commit(&c->db) != DB_OK)
-		goto fail;
-	fprintf(c->out, "%s: %s\n", target, result);
-	return n == 1 ? CTL_OK : CTL_FAILED;
-fail:
-	ctl_error(c, "%s: %s", target, c->db.last_error);
-	db_rollback(&c->db);
-	return CTL_FAILED;
+	return ctl_audited_update(
+	    c,
+	    "UPDATE refund_requests SET approved_at = NOW(3), approved_by = ?, "
+	    "next_attempt_at = NOW(3) WHERE id = ? AND status = 'REQUESTED' AND approved_at "
+	    "IS NULL",
+	    in, 2, "refund_approve", target, "approved",
+	    "not approved: no such request, or not REQUESTED, or approved already");
 }
 
 #define RR_COLS                                                                                    \

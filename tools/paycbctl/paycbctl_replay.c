@@ -38,8 +38,8 @@
 
 static const char *const sql_row[CBLOG_N] = CBLOG_SQL(ROW_SQL);
 static const char *const sql_reset[CBLOG_N] = CBLOG_SQL(RESET_SQL);
-static const char *const sql_dead_in = DEAD_IN_SQL(
-    CBLOG_TABLE_PAY, "0") " UNION ALL " DEAD_IN_SQL(CBLOG_TABLE_REFUND, "1") " ORDER BY 2";
+static const char *const sql_dead_in = DEAD_IN_SQL(CBLOG_TABLE_PAY, "0") " UNION ALL " DEAD_IN_SQL(
+    CBLOG_TABLE_REFUND, "1") " ORDER BY 2";
 
 struct replay_row {
 	long long status, retry_count;

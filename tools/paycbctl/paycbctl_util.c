@@ -133,6 +133,33 @@ ctl_audit(struct ctl *c, const char *action, const char *target, int dry_run, co
 	return rc;
 }
 
+int
+ctl_audited_update(struct ctl *c, const char *sql, const struct db_in *in, int nin,
+                   const char *action, const char *target, const char *done, const char *not_done)
+{
+	unsigned long long n = 0;
+	const char *result;
+
+	if (db_begin(&c->db) != DB_OK || db_exec(&c->db, sql, in, nin, &n, NULL) != DB_OK)
+		goto fail;
+	result = n == 1 ? done : not_done;
+	if (ctl_audit(c, action, target, 0, result) != DB_OK || db_commit(&c->db) != DB_OK)
+		goto fail;
+	fprintf(c->out, "%s: %s\n", target, result);
+	return n == 1 ? CTL_OK : CTL_FAILED;
+fail:
+	ctl_error(c, "%s: %s", target, c->db.last_error);
+	db_rollback(&c->db);
+	return CTL_FAILED;
+}
+
+int
+ctl_db_failed(struct ctl *c, const char *what, enum db_rc rc)
+{
+	ctl_error(c, "%s: %s", what, c->db.last_error);
+	return rc == DB_RETRYABLE ? CTL_UNAVAIL : CTL_FAILED;
+}
+
 const char *
 ctl_status_name(long long status)
 {

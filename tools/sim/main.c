@@ -13,6 +13,7 @@
  * 69 a service is unavailable, 70 an internal error, 78 a configuration error.
  */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,8 @@ usage(FILE *fp)
 	        "  junk -c CONF [--concurrency C] [--seconds S] [--report FILE]\n"
 	        "  api -c CONF --port P [--keys DIR]   (the channel API side, WeChat Pay)\n\n"
 	        "scenarios:");
-	for (int i = 0; sim_scenarios[i] != NULL; i++)
-		fprintf(fp, " %s", sim_scenarios[i]);
+	for (int i = 0; sim_scenario_name(i) != NULL; i++)
+		fprintf(fp, " %s", sim_scenario_name(i));
 	fprintf(fp, "\n\n--set values are libconfig syntax (18480, [1, 2], true, \"x\") or a bare "
 	            "string.\n--compress F: channel seconds per real second (default 60: a "
 	            "channel minute takes 1 s).\n--keys defaults to the directory 'keys' beside "
@@ -182,6 +183,22 @@ number(const char *s, long long lo, long long hi, long long *out)
 	return 0;
 }
 
+/* The options of `run` that take a bounded whole number into an int of struct sim_opts. */
+static const struct int_opt {
+	int opt;
+	long long lo, hi;
+	size_t off;
+} int_opts[] = {
+    {'n', 1, 10000000, offsetof(struct sim_opts, orders)},
+    {'C', 1, 4096, offsetof(struct sim_opts, concurrency)},
+    {'w', 1, 86400, offsetof(struct sim_opts, wait_s)},
+    {'r', 0, 1000000, offsetof(struct sim_opts, rate)},
+    {'l', 0, 1000, offsetof(struct sim_opts, lost_permille)},
+    {'y', 1, 10000, offsetof(struct sim_opts, copies)},
+    {'t', 100, 600000, offsetof(struct sim_opts, timeout_ms)},
+    {'D', 0, 1000, offsetof(struct sim_opts, dropped_permille)},
+};
+
 /* run_opt - one option of `run` into o; returns non-zero when its value is bad. */
 static int
 run_opt(struct sim_opts *o, int opt, const char *arg)
@@ -189,6 +206,16 @@ run_opt(struct sim_opts *o, int opt, const char *arg)
 	long long v = 0;
 	int bad = 0;
 
+	for (size_t i = 0; i < sizeof(int_opts) / sizeof(int_opts[0]); i++) {
+		int *field = (int *)(void *)((char *)o + int_opts[i].off);
+
+		if (int_opts[i].opt != opt)
+			continue;
+		if (number(arg, int_opts[i].lo, int_opts[i].hi, &v) != 0)
+			return -1;
+		*field = (int)v;
+		return 0;
+	}
 	switch (opt) {
 	case 'c':
 		o->conf = arg;
@@ -199,14 +226,6 @@ run_opt(struct sim_opts *o, int opt, const char *arg)
 	case 'k':
 		o->keys_dir = arg;
 		break;
-	case 'n':
-		bad = number(arg, 1, 10000000, &v);
-		o->orders = (int)v;
-		break;
-	case 'C':
-		bad = number(arg, 1, 4096, &v);
-		o->concurrency = (int)v;
-		break;
 	case 'e':
 		bad = number(arg, 0, 1LL << 62, &v);
 		o->seed = (uint64_t)v;
@@ -214,26 +233,6 @@ run_opt(struct sim_opts *o, int opt, const char *arg)
 	case 'x':
 		bad = number(arg, 1, 100000, &v);
 		o->compress = v;
-		break;
-	case 'w':
-		bad = number(arg, 1, 86400, &v);
-		o->wait_s = (int)v;
-		break;
-	case 'r':
-		bad = number(arg, 0, 1000000, &v);
-		o->rate = (int)v;
-		break;
-	case 'l':
-		bad = number(arg, 0, 1000, &v);
-		o->lost_permille = (int)v;
-		break;
-	case 'y':
-		bad = number(arg, 1, 10000, &v);
-		o->copies = (int)v;
-		break;
-	case 't':
-		bad = number(arg, 100, 600000, &v);
-		o->timeout_ms = (int)v;
 		break;
 	case 'i':
 		o->ingest_only = 1;
@@ -249,10 +248,6 @@ run_opt(struct sim_opts *o, int opt, const char *arg)
 		break;
 	case 'H':
 		bad = sim_api_channels(o, arg);
-		break;
-	case 'D':
-		bad = number(arg, 0, 1000, &v);
-		o->dropped_permille = (int)v;
 		break;
 	default:
 		bad = 1;

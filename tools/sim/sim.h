@@ -3,8 +3,8 @@
  *
  * paycb-sim behaves toward paycb-ingest as WeChat Pay APIv3, Alipay and Stripe do: it holds
  * the channels' private keys, creates orders the way a merchant's order service does, signs
- * notifications with the channel library's signing functions (chan/chan_notify.h), and delivers them
- * at least once on each channel's (compressed) retry schedule, with lost acknowledgements,
+ * notifications with the channel library's signing functions (chan/chan_notify.h), and delivers
+ * them at least once on each channel's (compressed) retry schedule, with lost acknowledgements,
  * duplicates, out-of-order delivery and many connections. It then checks the database
  * against what each scenario must produce.
  *
@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -322,7 +323,7 @@ int sim_plan_note(struct sim_plan *p, const struct sim_merchant *m, int ci, enum
  * first answered success (after >= 0); returns its index or -1. */
 int sim_plan_del(struct sim_plan *p, int note, long long start_us, int after, long long after_us,
                  int lost_acks, int burst, uint64_t *rng);
-/* The notifications and chains of the refund and edge-state kinds (sim_plan_refunds.c). */
+/* sim_plan_refunds.c: the notifications and chains of the refund and edge-state kinds. */
 int sim_plan_refund_case(struct sim_plan *p, const struct sim_merchant *m, int ci, long long s,
                          int lost, uint64_t *rng);
 /* The channel a kind needs (a WeChat Pay or Stripe behaviour), or -1 for any. */
@@ -330,12 +331,12 @@ int sim_kind_channel(enum sim_kind k);
 /* Whether the merchant's order service closes the order before any payment. */
 int sim_kind_closed(enum sim_kind k);
 
-/* Builds the plan of scenario o->scenario. Returns 0 or -1 with err. */
+/* sim_plan.c: builds the plan of scenario o->scenario. Returns 0 or -1 with err. */
 int sim_plan_build(struct sim_plan *p, const struct sim_merchant *m, int nm,
                    const struct sim_opts *o, char *err, size_t errlen);
 void sim_plan_free(struct sim_plan *p);
-/* The names `run --scenario` accepts, for the usage text. */
-extern const char *const sim_scenarios[];
+/* The i-th name `run --scenario` accepts (for the usage text); NULL past the last. */
+const char *sim_scenario_name(int i);
 
 /* ---- sim_stats.c ----------------------------------------------------------------------- */
 
@@ -447,8 +448,8 @@ struct sim_outcome {
 };
 
 /*
- * Checks every case of p against the database. Mismatches are printed to out when it is not
- * NULL (at most o->max_mismatches of them). ladder_fits says whether the retry ladder ends
+ * sim_check.c: checks every case of p against the database. Mismatches are printed to out when it
+ * is not NULL (at most o->max_mismatches of them). ladder_fits says whether the retry ladder ends
  * within the wait, so rows of orders that do not exist must be dead rather than pending.
  * Returns 0 or -1 when the database could not be read.
  */
@@ -487,10 +488,10 @@ int sim_run(struct sim_opts *o);
 int sim_dbceiling_main(int argc, char **argv);
 /* sim_junk.c: `junk`, a flood of requests that are not notifications. */
 int sim_junk_main(int argc, char **argv);
-/* `paycb-sim drain`: how fast the processors finished a backlog of rows. */
+/* sim_bench.c: `paycb-sim drain`, how fast the processors finished a backlog of rows. */
 int sim_drain_main(int argc, char **argv);
 
-/* The report file: key=value lines for tools/bench.sh. */
+/* sim_stats.c: the report file, key=value lines for tools/bench.sh. */
 int sim_report_kv(const char *path, const char *prefix, const char *key, long long v);
 
 /* ---- sim_api.c -------------------------------------------------------------------------- */

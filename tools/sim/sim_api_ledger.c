@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "form.h"
+#include "httpd.h"
 #include "sim_api.h"
 
 struct sim_api_state sim_api = {.mu = PTHREAD_MUTEX_INITIALIZER, .slow_ms = 3000};
@@ -24,9 +25,11 @@ struct sim_api_state sim_api = {.mu = PTHREAD_MUTEX_INITIALIZER, .slow_ms = 3000
 enum MHD_Result
 sim_api_answer(struct MHD_Connection *c, unsigned status, const char *body, const char *const *hdrs)
 {
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+	struct MHD_Response *resp = httpd_response_copy(body, strlen(body));
 	enum MHD_Result rc;
+
+	if (resp == NULL)
+		return MHD_NO;
 
 	for (; hdrs != NULL && hdrs[0] != NULL; hdrs += 2)
 		MHD_add_response_header(resp, hdrs[0], hdrs[1]);

@@ -238,6 +238,12 @@ sim_http_head(const struct sim_conn *c, const char *path, const char *headers, s
 	return n < 0 || (size_t)n >= outlen ? -1 : n;
 }
 
+struct iovec
+sim_iov_out(const void *p, size_t n)
+{
+	return (struct iovec){(void *)(uintptr_t)p, n};
+}
+
 int
 sim_http_post(struct sim_conn *c, const char *path, const char *headers, const void *body,
               size_t len, int timeout_ms, struct sim_answer *a)
@@ -252,7 +258,7 @@ sim_http_post(struct sim_conn *c, const char *path, const char *headers, const v
 	for (int attempt = 0; attempt < 2; attempt++) {
 		long long t0 = clock_mono_us(), deadline = t0 + (long long)timeout_ms * 1000;
 		int reused = c->fd >= 0, r;
-		struct iovec iov[2] = {{head, (size_t)n}, {(void *)body, len}};
+		struct iovec iov[2] = {{head, (size_t)n}, sim_iov_out(body, len)};
 
 		if (!reused && sim_conn_open(c, timeout_ms) != 0)
 			break;

@@ -7,6 +7,7 @@
 #define PAYCB_SIM_HTTP_H
 
 #include <stddef.h>
+#include <sys/uio.h>
 
 /* One keep-alive connection to ingest. */
 struct sim_conn {
@@ -37,6 +38,11 @@ int sim_conn_open(struct sim_conn *c, int timeout_ms);
  */
 int sim_http_post(struct sim_conn *c, const char *path, const char *headers, const void *body,
                   size_t len, int timeout_ms, struct sim_answer *a);
+/*
+ * An iovec that sends n bytes from p. POSIX declares iov_base without const although
+ * writev() and sendmsg() only read it; this is the one place that drops the qualifier.
+ */
+struct iovec sim_iov_out(const void *p, size_t n);
 /* Formats a POST's request line and headers into out; returns their length or -1. */
 int sim_http_head(const struct sim_conn *c, const char *path, const char *headers, size_t len,
                   char *out, size_t outlen);

@@ -28,31 +28,27 @@
 /* Duplicates arrive up to 2 s after the original. */
 #define SIM_DUP_WINDOW_US (2 * 1000 * 1000)
 
-const char *const sim_scenarios[] = {"incident",
-                                     "storm",
-                                     "paid-after-close",
-                                     "paid-twice",
-                                     "amount-mismatch",
-                                     "refund-partial-full",
-                                     "refund-before-payment",
-                                     "no-order",
-                                     "refund-abnormal",
-                                     "refund-stripe-both",
-                                     "refund-reversed",
-                                     "refund-paid-twice",
-                                     "refund-paid-after-close",
-                                     "closed-other-amount",
-                                     "dashboard-refund",
-                                     "connect-foreign",
-                                     "duplicates",
-                                     "mixed",
-                                     "load",
-                                     NULL};
-
 static const enum sim_kind scenario_kind[] = {
     K_INCIDENT,     K_STORM,        K_AFTER_CLOSE, K_PAID_TWICE,  K_MISMATCH, K_REFUND_PF,
     K_REFUND_FIRST, K_NO_ORDER,     K_WX_ABNORMAL, K_STRIPE_BOTH, K_REVERSED, K_TWICE_REFUND,
     K_CLOSE_REFUND, K_CLOSED_OTHER, K_DASHBOARD,   K_CONNECT,     K_DUP};
+#define NSCENARIO_KINDS ((int)(sizeof(scenario_kind) / sizeof(scenario_kind[0])))
+
+/* The scenarios that are not one kind: mixed shares of all, and payments only. */
+static const char *const scenario_extra[] = {"mixed", "load"};
+
+const char *
+sim_scenario_name(int i)
+{
+	if (i < 0)
+		return NULL;
+	/* A one-kind scenario is named as its kind. */
+	if (i < NSCENARIO_KINDS)
+		return sim_kind_name(scenario_kind[i]);
+	i -= NSCENARIO_KINDS;
+	return i < (int)(sizeof(scenario_extra) / sizeof(scenario_extra[0])) ? scenario_extra[i]
+	                                                                     : NULL;
+}
 
 /* mixed: the share of each kind in permille; one storm comes on top. */
 static const int mixed_permille[K_NKINDS] = {
@@ -315,9 +311,8 @@ kinds_for(const char *scenario, int n, enum sim_kind *out, uint64_t *rng)
 			out[i] = K_PAY;
 		return 0;
 	}
-	for (int s = 0; sim_scenarios[s] != NULL; s++) {
-		if (strcmp(scenario, sim_scenarios[s]) != 0 ||
-		    s >= (int)(sizeof(scenario_kind) / sizeof(scenario_kind[0])))
+	for (int s = 0; s < NSCENARIO_KINDS; s++) {
+		if (strcmp(scenario, sim_kind_name(scenario_kind[s])) != 0)
 			continue;
 		for (int i = 0; i < n; i++)
 			out[i] = scenario_kind[s];

@@ -65,7 +65,7 @@ send_rest(struct sim_storm_req *q)
 			iov[n++] = (struct iovec){q->head + q->sent, (size_t)q->hlen - q->sent};
 		{
 			size_t off = q->sent > (size_t)q->hlen ? q->sent - (size_t)q->hlen : 0;
-			iov[n++] = (struct iovec){(char *)q->body + off, q->blen - off};
+			iov[n++] = sim_iov_out((const char *)q->body + off, q->blen - off);
 		}
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = iov;
