@@ -18,7 +18,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(shell mariadb_con
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wpointer-arith \
-	    -Wstrict-prototypes -Wmissing-prototypes -Wmissing-declarations -Wno-format-truncation \
+	    -Wstrict-prototypes -Wmissing-prototypes -Wmissing-declarations -Wcast-qual -Wno-format-truncation \
 	    -MMD -MP -Icommon $(PKG_CFLAGS)
 LDLIBS   += $(PKG_LIBS) -lpthread -lm
 

@@ -7,6 +7,7 @@
 #include <errmsg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "log.h"
@@ -105,14 +106,13 @@ db_connect(struct db *db)
 	mysql_options(my, MYSQL_SET_CHARSET_NAME, "utf8mb4");
 	if (cf->ssl_ca && cf->ssl_ca[0]) {
 		mysql_ssl_set(my, cf->ssl_key[0] ? cf->ssl_key : NULL,
-			      cf->ssl_cert[0] ? cf->ssl_cert : NULL, cf->ssl_ca, NULL, NULL);
+		              cf->ssl_cert[0] ? cf->ssl_cert : NULL, cf->ssl_ca, NULL, NULL);
 		if (cf->ssl_verify_server_cert)
 			mysql_options(my, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
 	}
 	/* An empty database name connects to none, for the migrate tool's CREATE DATABASE. */
 	if (mysql_real_connect(my, cf->host, cf->user, db->password, cf->name[0] ? cf->name : NULL,
-			       (unsigned)cf->port,
-			       NULL, 0) == NULL) {
+	                       (unsigned)cf->port, NULL, 0) == NULL) {
 		enum db_rc rc;
 		unsigned int err = mysql_errno(my);
 		char msg[200];
@@ -131,10 +131,11 @@ db_connect(struct db *db)
 		enum db_rc rc;
 
 		/* UTC everywhere, strict modes, and the lock wait the retry ladder expects. */
-		if ((rc = db_exec(db, "SET SESSION time_zone = '+00:00', "
-				      "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
-				      "innodb_lock_wait_timeout = ?",
-				  in, 1, NULL, NULL)) != DB_OK)
+		if ((rc = db_exec(db,
+		                  "SET SESSION time_zone = '+00:00', "
+		                  "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
+		                  "innodb_lock_wait_timeout = ?",
+		                  in, 1, NULL, NULL)) != DB_OK)
 			return rc;
 	}
 	return DB_OK;
@@ -233,11 +234,12 @@ db_run(struct db *db, const char *sql, const struct db_in *in, int nin, MYSQL_ST
 			break;
 		case DBT_I64:
 			b[i].buffer_type = MYSQL_TYPE_LONGLONG;
-			b[i].buffer = (void *)&in[i].i;
+			/* MYSQL_BIND has no const buffer; an input bind is only read. */
+			b[i].buffer = (void *)(uintptr_t)&in[i].i;
 			break;
 		case DBT_STR:
 			b[i].buffer_type = MYSQL_TYPE_STRING;
-			b[i].buffer = (void *)in[i].s;
+			b[i].buffer = (void *)(uintptr_t)in[i].s;
 			b[i].buffer_length = (unsigned long)in[i].len;
 			break;
 		}
@@ -250,7 +252,7 @@ db_run(struct db *db, const char *sql, const struct db_in *in, int nin, MYSQL_ST
 
 enum db_rc
 db_exec(struct db *db, const char *sql, const struct db_in *in, int nin,
-	unsigned long long *affected, unsigned long long *insert_id)
+        unsigned long long *affected, unsigned long long *insert_id)
 {
 	MYSQL_STMT *st;
 	enum db_rc rc;
@@ -276,8 +278,8 @@ db_exec(struct db *db, const char *sql, const struct db_in *in, int nin,
 
 enum db_rc
 db_query(struct db *db, const char *sql, const struct db_in *in, int nin, struct db_out *out,
-	 int nout, int (*row_cb)(void *arg, struct db_out *out), void *arg,
-	 unsigned long long *nrows)
+         int nout, int (*row_cb)(void *arg, struct db_out *out), void *arg,
+         unsigned long long *nrows)
 {
 	MYSQL_BIND b[32];
 	my_bool isnull[32], err[32];

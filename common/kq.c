@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -208,10 +209,12 @@ kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, 
 	rd_kafka_resp_err_t e;
 
 	for (int tries = 0;; tries++) {
+		/* librdkafka takes key and value as void * for the F_FREE case; with F_COPY it only
+		 * reads them, so dropping const through uintptr_t is safe here. */
 		e = rd_kafka_producev(
-		    p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)key, klen),
-		    RD_KAFKA_V_VALUE((void *)val, vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-		    RD_KAFKA_V_OPAQUE(w), RD_KAFKA_V_END);
+		    p->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY((void *)(uintptr_t)key, klen),
+		    RD_KAFKA_V_VALUE((void *)(uintptr_t)val, vlen),
+		    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(w), RD_KAFKA_V_END);
 		/* A full queue drains as the poller serves reports; wait a little, bounded. */
 		if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL && tries < 50) {
 			struct timespec ts = {0, 10 * 1000 * 1000};
@@ -307,13 +310,13 @@ kq_flush(struct kq_producer *p, int timeout_ms)
 unsigned long long
 kq_delivered(const struct kq_producer *p)
 {
-	return atomic_load(&((struct kq_producer *)p)->delivered);
+	return atomic_load(&p->delivered);
 }
 
 unsigned long long
 kq_failed(const struct kq_producer *p)
 {
-	return atomic_load(&((struct kq_producer *)p)->failed);
+	return atomic_load(&p->failed);
 }
 
 int
@@ -325,7 +328,7 @@ kq_brokers_down(const struct kq_producer *p)
 int
 kq_fatal(const struct kq_producer *p)
 {
-	return atomic_load(&((struct kq_producer *)p)->fatal);
+	return atomic_load(&p->fatal);
 }
 
 int

@@ -20,7 +20,7 @@ set -euo pipefail
 
 PACKAGES=(build-essential pkg-config librdkafka-dev libmariadb-dev-compat libssl-dev
 	libjansson-dev libconfig-dev libmicrohttpd-dev libcurl4-openssl-dev mariadb-server mariadb-client
-	libcmocka-dev kcat curl openssl clang libclang-rt-14-dev python3
+	libcmocka-dev kcat curl openssl clang clang-format libclang-rt-14-dev python3
 	# For the operations tests: nginx in front of ingest, promtool (Debian ships it only in
 	# the prometheus package; its service is never started), systemd-analyze.
 	nginx prometheus systemd)
