@@ -440,8 +440,12 @@ recon_job(struct job *j)
 	while (simapi_order_at(api_port, ch, "recon", j->order, 1000, cur, "PAID", paid) != 0)
 		if (harness_now_ms() >= deadline)
 			return;
-	if (db_open(&db, &cf.db) != DB_OK)
+	/* A database restarting (the db_restart fault) is retried by recon_sql, which
+	 * reconnects; only a refusal ends the job, and db_close frees what db_open kept. */
+	if (db_open(&db, &cf.db) == DB_FATAL) {
+		db_close(&db);
 		return;
+	}
 	ok = recon_sql(&db,
 	               "INSERT INTO orders (merchant_id, out_trade_no, amount, currency, status, "
 	               "channel, channel_trade_no) VALUES ('recon', ?, 10.00, ?, ?, "
