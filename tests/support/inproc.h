@@ -7,8 +7,13 @@
 #define PAYCB_INPROC_H
 
 #include "db.h"
+#include "msg.h"
 
 struct proc;
+
+/* The callback message of row id, as ingest builds it (fx_publish publishes the same). */
+void inproc_message(struct msg_callback *m, int refund, unsigned long long id, const char *merchant,
+                    const char *channel, const char *order, int attempt);
 
 /*
  * Applies the callback message of row id (a refund row when refund is set) through p, as
