@@ -8,6 +8,8 @@
  *
  * Modules:
  *   processor_daemon.c   init / loop / drain for daemon_main(), the worker threads
+ *   processor_core.c     the state without consumers; the in-process API (proc_open,
+ *                        proc_apply, proc_close) that runs one message as the daemon does
  *   processor_consume.c  a worker's poll loop, the rebalance callback, pause/seek holds
  *   processor_handle.c   one message: pre-check, route to pay or refund, log, store offset
  *   processor_pay.c      the payment transaction
@@ -84,6 +86,8 @@ struct proc_worker {
 	/* Set while a batch's transaction is open: the per-message BEGIN and COMMIT are the
 	 * batch's own (processor_handle.c, proc_handle_batch). */
 	int batching;
+	/* The outcome of the last message proc_handle handled (a static string), for proc_apply. */
+	const char *outcome;
 };
 
 struct proc {
@@ -184,6 +188,29 @@ struct proc_request {
 	char currency[4];
 };
 
+/* processor_core.c */
+/*
+ * The processor's state with nworkers workers, each with its database connection but no
+ * consumer, the producer and the running outbox relay. Returns 0, or the exit code.
+ */
+int proc_core_new(const struct conf *cf, int nworkers, struct proc **out);
+/* Frees what proc_core_new and the daemon built (consumers included) without draining. */
+void proc_core_free(struct proc *p);
+/*
+ * The in-process API: a processor without consumers, for tests and tools. proc_open builds
+ * one worker; proc_apply handles the callback message m exactly as the daemon's consumer
+ * path does (proc_handle: pre-check, transaction, outbox rows queued for the relay, the log
+ * line) and sets *outcome, when outcome is not NULL, to what became of it ("paid",
+ * "duplicate", "retry", "retry_stale", "skipped", "deferred", "row_missing",
+ * "db_unavailable", ...). Where the daemon would store the message's offset only for
+ * PROC_DONE, the caller decides what to do with any other code. proc_close relays what is
+ * queued, flushes the producer and frees p; it returns how many events were left undelivered
+ * (the retrier's outbox sweep sends them later).
+ */
+int proc_open(const struct conf *cf, struct proc **out);
+enum proc_rc proc_apply(struct proc *p, const struct msg_callback *m, const char **outcome);
+int proc_close(struct proc *p);
+
 /* processor_daemon.c */
 int proc_init(const struct conf *cf, void **state);
 int proc_loop(void *state);
@@ -222,11 +249,12 @@ typedef enum db_rc (*proc_row_lock_fn)(struct proc_worker *w, unsigned long long
  * ended already: a database error, a row already done or dead (TX_FINAL) or no such row
  * (TX_MISSING).
  */
-int proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
-              struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx);
+int proc_tx_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
+                 struct proc_row *row, struct proc_order *o, struct proc_result *r,
+                 enum proc_tx *tx);
 
 /*
- * A conditional UPDATE of the order locked by proc_open, judged by affected rows. Returns 1
+ * A conditional UPDATE of the order locked by proc_tx_open, judged by affected rows. Returns 1
  * when it changed the one row; else 0 with *tx set: the statement failed, or the order was
  * not in the state the decision read (rolled back, a retryable failure).
  */

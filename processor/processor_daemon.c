@@ -2,7 +2,8 @@
  * processor_daemon - the processor's init, loop and drain for daemon_main(), and the worker
  * threads they start and stop.
  *
- * init builds the shared producer and, per thread, a database connection and a consumer in
+ * init builds the processor's state (processor_core.c: the shared producer, the outbox relay
+ * and, per thread, a database connection), then gives each thread a consumer in
  * kafka.group_id subscribed to the main callback topic and every delay topic of the ladder.
  * The workers do all the work; the daemon loop only watches for a worker's request to stop
  * the process (a database outage longer than processor.db_outage_max_s, a fatal producer
@@ -22,104 +23,57 @@
 #include "ladder.h"
 #include "log.h"
 
-static void
-proc_free(struct proc *p)
+/*
+ * proc_consumers - the workers' consumers, each subscribed to the main topic and every delay
+ * topic (*ntopics of them).
+ */
+static int
+proc_consumers(struct proc *p, int *ntopics_out)
 {
-	if (p == NULL)
-		return;
+	char ladder[CFG_LIST_MAX][PROC_TOPIC_MAX], err[512];
+	const char *topics[CFG_LIST_MAX + 1];
+	int ntopics = 0;
+
+	topics[ntopics++] = p->topic_main;
+	for (int k = 1; k <= ladder_steps(&p->cf->retry) && k <= CFG_LIST_MAX; k++) {
+		int seen = 0;
+
+		/* Steps with equal delays share one topic (migrate creates it once). */
+		ladder_topic(p->cf, k, ladder[k - 1], sizeof(ladder[k - 1]));
+		for (int i = 1; i < ntopics; i++)
+			seen |= strcmp(topics[i], ladder[k - 1]) == 0;
+		if (!seen)
+			topics[ntopics++] = ladder[k - 1];
+	}
 	for (int i = 0; i < p->nworkers; i++) {
 		struct proc_worker *w = &p->workers[i];
 
-		if (w->rk)
-			rd_kafka_destroy(w->rk);
-		db_close(&w->db);
-		free(w->holds);
-		free(w->seen);
+		w->rk = kq_consumer_new(&p->cf->kafka, p->cf->kafka.group_id, topics, ntopics,
+		                        proc_rebalance, w, err, sizeof(err));
+		if (w->rk == NULL) {
+			log_error(NULL, "event=consumer_failed thread=%d error=\"%s\"", i, err);
+			return EXIT_CONFIG;
+		}
 	}
-	free(p->workers);
-	proc_relay_stop(p);
-	kq_producer_free(p->prod);
-	free(p);
-}
-
-/* proc_worker_init - one worker's database connection and consumer */
-static int
-proc_worker_init(struct proc *p, struct proc_worker *w, const char *const *topics, int ntopics)
-{
-	char err[512];
-	enum db_rc rc;
-
-	w->p = p;
-	w->backoff_ms = PROC_BACKOFF_MIN_MS;
-	/*
-	 * A database that is down at start is an outage like any other: the worker reconnects
-	 * when it has a message. A password file that cannot be read or refused credentials are
-	 * configuration errors.
-	 */
-	rc = db_open(&w->db, &p->cf->db);
-	if (daemon_db_open_exit(rc) != 0) {
-		log_error(NULL, "event=db_open_failed thread=%d error=\"%s\"", w->index,
-			  w->db.last_error);
-		return daemon_db_open_exit(rc);
-	}
-	if (rc != DB_OK)
-		log_warn(NULL, "event=db_unavailable thread=%d error=\"%s\"", w->index,
-			 w->db.last_error);
-	w->rk = kq_consumer_new(&p->cf->kafka, p->cf->kafka.group_id, topics, ntopics,
-				proc_rebalance, w, err, sizeof(err));
-	if (w->rk == NULL) {
-		log_error(NULL, "event=consumer_failed thread=%d error=\"%s\"", w->index, err);
-		return EXIT_CONFIG;
-	}
+	*ntopics_out = ntopics;
 	return 0;
 }
 
 int
 proc_init(const struct conf *cf, void **state)
 {
-	char ladder[CFG_LIST_MAX][PROC_TOPIC_MAX], err[512];
-	const char *topics[CFG_LIST_MAX + 1];
-	int ntopics = 0, rc = EXIT_SOFTWARE;
-	struct proc *p;
+	struct proc *p = NULL;
+	int rc, ntopics = 0;
 
-	if ((p = calloc(1, sizeof(*p))) == NULL)
-		return EXIT_SOFTWARE;
-	p->cf = cf;
-	proc_metrics_init();
-	conf_topic(cf, "callbacks", p->topic_main, sizeof(p->topic_main));
-	conf_topic(cf, "callbacks.dlq", p->topic_dlq, sizeof(p->topic_dlq));
-	conf_topic(cf, "order-events", p->topic_events, sizeof(p->topic_events));
-	topics[ntopics++] = p->topic_main;
-	for (int k = 1; k <= ladder_steps(&cf->retry) && k <= CFG_LIST_MAX; k++) {
-		int seen = 0;
-
-		/* Steps with equal delays share one topic (migrate creates it once). */
-		ladder_topic(cf, k, ladder[k - 1], sizeof(ladder[k - 1]));
-		for (int i = 1; i < ntopics; i++)
-			seen |= strcmp(topics[i], ladder[k - 1]) == 0;
-		if (!seen)
-			topics[ntopics++] = ladder[k - 1];
-	}
-	if (kq_producer_new(&cf->kafka, &p->prod, err, sizeof(err)) != 0) {
-		log_error(NULL, "event=producer_failed error=\"%s\"", err);
-		rc = EXIT_CONFIG;
-		goto fail;
-	}
-	if (proc_relay_start(p) != 0) {
-		rc = EXIT_CONFIG;
-		goto fail;
-	}
-	p->nworkers = (int)cf->processor.threads;
-	if ((p->workers = calloc((size_t)p->nworkers, sizeof(*p->workers))) == NULL)
-		goto fail;
-	for (int i = 0; i < p->nworkers; i++) {
-		p->workers[i].index = i;
-		if ((rc = proc_worker_init(p, &p->workers[i], topics, ntopics)) != 0)
-			goto fail;
+	if ((rc = proc_core_new(cf, (int)cf->processor.threads, &p)) != 0)
+		return rc;
+	if ((rc = proc_consumers(p, &ntopics)) != 0) {
+		proc_core_free(p);
+		return rc;
 	}
 	for (int i = 0; i < p->nworkers; i++) {
-		if (pthread_create(&p->workers[i].thread, NULL, proc_worker_main,
-				   &p->workers[i]) != 0) {
+		if (pthread_create(&p->workers[i].thread, NULL, proc_worker_main, &p->workers[i]) !=
+		    0) {
 			log_error(NULL, "event=thread_failed thread=%d", i);
 			proc_request_exit(p, EXIT_SOFTWARE);
 			*state = p;
@@ -132,13 +86,10 @@ proc_init(const struct conf *cf, void **state)
 		*state = p;
 		return 0;
 	}
-	log_info(NULL, "event=ready threads=%d group=%s topics=%d", p->nworkers,
-		 cf->kafka.group_id, ntopics);
+	log_info(NULL, "event=ready threads=%d group=%s topics=%d", p->nworkers, cf->kafka.group_id,
+	         ntopics);
 	*state = p;
 	return 0;
-fail:
-	proc_free(p);
-	return rc;
 }
 
 int
@@ -159,7 +110,7 @@ proc_loop(void *state)
 static void *
 proc_free_main(void *arg)
 {
-	proc_free(arg);
+	proc_core_free(arg);
 	return NULL;
 }
 
@@ -172,7 +123,7 @@ proc_free_main(void *arg)
  */
 #define PROC_FREE_WAIT_S 10
 
-/* proc_free_bounded - proc_free, given up after PROC_FREE_WAIT_S (the process then exits). */
+/* proc_free_bounded - proc_core_free, given up after PROC_FREE_WAIT_S (then the exit). */
 static void
 proc_free_bounded(struct proc *p)
 {
@@ -180,7 +131,7 @@ proc_free_bounded(struct proc *p)
 	pthread_t t;
 
 	if (pthread_create(&t, NULL, proc_free_main, p) != 0) {
-		proc_free(p);
+		proc_core_free(p);
 		return;
 	}
 	clock_deadline(&dl, PROC_FREE_WAIT_S * 1000);
@@ -208,7 +159,7 @@ proc_drain(void *state)
 		rc = EXIT_UNAVAILABLE;
 	}
 	log_info(NULL, "event=drained delivered=%llu failed=%llu", kq_delivered(p->prod),
-		 kq_failed(p->prod));
+	         kq_failed(p->prod));
 	proc_admin_stop();
 	proc_free_bounded(p);
 	return rc;

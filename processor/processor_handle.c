@@ -196,10 +196,20 @@ proc_log_done(const char *id, const struct msg_callback *m, struct proc_result *
 		         r->detail[0] ? " " : "", elapsed);
 }
 
+/* proc_counted - a handled message's outcome, counted and kept for proc_apply. */
+static enum proc_rc
+proc_counted(struct proc_worker *w, const char *outcome, long long t0)
+{
+	w->outcome = outcome;
+	proc_metrics_outcome(outcome, clock_mono_ms() - t0);
+	return PROC_DONE;
+}
+
 /* proc_db_down - the log line of a database failure while handling m. */
 static enum proc_rc
 proc_db_down(struct proc_worker *w, const char *id, const struct proc_result *r)
 {
+	w->outcome = "db_unavailable";
 	log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r->order, w->db.last_error);
 	return PROC_DB_DOWN;
 }
@@ -225,8 +235,7 @@ proc_mismatch(struct proc_worker *w, const struct msg_callback *m, const struct 
 	          "event=alert kind=row_mismatch order=%s merchant=%s channel=%s "
 	          "row_order=%s row_merchant=%s attempt=%d",
 	          r->order, r->merchant, ch, ro, rm, m->attempt);
-	proc_metrics_outcome("row_mismatch", clock_mono_ms() - t0);
-	return PROC_DONE;
+	return proc_counted(w, "row_mismatch", t0);
 }
 
 /*
@@ -251,8 +260,7 @@ proc_missing(struct proc_worker *w, const struct msg_callback *m, const char *id
 		return proc_db_down(w, id, r);
 	log_error(id, "event=alert kind=row_missing order=%s merchant=%s channel=%s attempt=%d",
 	          r->order, r->merchant, ch, m->attempt);
-	proc_metrics_outcome("row_missing", clock_mono_ms() - t0);
-	return PROC_DONE;
+	return proc_counted(w, "row_missing", t0);
 }
 
 /* proc_retry - a retryable failure, recorded on the row (the retrier brings it back). */
@@ -272,8 +280,7 @@ proc_retry(struct proc_worker *w, const struct msg_callback *m, const char *id,
 	         "attempt=%d retry_count=%d elapsed_ms=%lld",
 	         counted ? "retry" : "retry_stale", reason, r->order, r->merchant, m->attempt,
 	         r->retry_count, clock_mono_ms() - t0);
-	proc_metrics_outcome(counted ? "retry" : "retry_stale", clock_mono_ms() - t0);
-	return PROC_DONE;
+	return proc_counted(w, counted ? "retry" : "retry_stale", t0);
 }
 
 enum proc_rc
@@ -298,8 +305,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	if (st == 0 && (deferred = proc_defer(w, m, &pc, id, &r)) < 0)
 		return proc_db_down(w, id, &r);
 	if (deferred) {
-		proc_metrics_outcome("deferred", clock_mono_ms() - t0);
-		return PROC_DONE;
+		return proc_counted(w, "deferred", t0);
 	}
 	if (st == -1)
 		tx = TX_MISSING;
@@ -312,24 +318,24 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	case TX_COMMITTED:
 		proc_log_done(id, m, &r, clock_mono_ms() - t0);
 		proc_outbox_relay(w, id, &r);
-		proc_metrics_outcome(r.outcome, clock_mono_ms() - t0);
-		return PROC_DONE;
+		return proc_counted(w, r.outcome, t0);
 	case TX_FINAL:
 		log_info(id,
 		         "event=skipped reason=already_final order=%s merchant=%s attempt=%d "
 		         "elapsed_ms=%lld",
 		         r.order, r.merchant, m->attempt, clock_mono_ms() - t0);
-		proc_metrics_outcome("skipped", clock_mono_ms() - t0);
-		return PROC_DONE;
+		return proc_counted(w, "skipped", t0);
 	case TX_MISSING:
 		return proc_missing(w, m, id, &r, t0);
 	case TX_RETRY:
 		return proc_retry(w, m, id, &r, t0);
 	case TX_DB_DOWN:
+		w->outcome = "db_unavailable";
 		log_warn(id, "event=db_unavailable order=%s error=\"%s\"", r.order,
 		         proc_log_text(reason, sizeof(reason), r.reason));
 		return PROC_DB_DOWN;
 	case TX_BROKER_DOWN:
+		w->outcome = "broker_unavailable";
 		log_warn(id, "event=broker_unavailable order=%s error=\"%s\"", r.order,
 		         proc_log_text(reason, sizeof(reason), r.reason));
 		return PROC_BROKER_DOWN;

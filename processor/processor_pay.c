@@ -49,10 +49,10 @@ proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_o
 	return rc;
 }
 
-/* proc_open - the opening proc_pay and proc_refund share (see processor.h) */
+/* proc_tx_open - the opening proc_pay and proc_refund share (see processor.h) */
 int
-proc_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
-          struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
+proc_tx_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
+             struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
 {
 	unsigned long long found = 0;
 	enum db_rc rc;
@@ -269,7 +269,7 @@ proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result
 	char detail[400];
 	enum proc_tx tx;
 
-	if (!proc_open(w, m, proc_pay_lock, &row, &o, r, &tx))
+	if (!proc_tx_open(w, m, proc_pay_lock, &row, &o, r, &tx))
 		return tx;
 	in.note = DN_PAY;
 	in.state = dec_state_of(o.status, o.id != 0);

@@ -226,7 +226,7 @@ proc_refund(struct proc_worker *w, const struct msg_callback *m, struct proc_res
 	enum proc_tx tx;
 	enum db_rc rc = DB_OK;
 
-	if (!proc_open(w, m, proc_refund_lock, &row, &o, r, &tx))
+	if (!proc_tx_open(w, m, proc_refund_lock, &row, &o, r, &tx))
 		return tx;
 	memset(&v, 0, sizeof(v));
 	memset(&q, 0, sizeof(q));

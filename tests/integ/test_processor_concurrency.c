@@ -4,7 +4,8 @@
  * copies are spread over the 12 partitions of the main topic, so four consumers race for
  * the same row. Exactly one delivery applies it (the row lock serializes them, the status
  * re-check turns the rest into skips): one order paid, exactly two order_events rows, the
- * row done; the same for a refund (refunded_amount added once). Both processors exit 0 on
+ * row done; the same for a refund of an order the case pays first (refunded_amount added
+ * once). Both processors exit 0 on
  * SIGTERM.
  */
 #include <setjmp.h>
@@ -55,8 +56,8 @@ deliver_copies(int refund, unsigned long long id, const char *channel, const cha
 {
 	for (int i = 0; i < COPIES; i++)
 		assert_int_equal(fx_publish(pub, NULL, refund, id, M, channel, order, 1,
-					    (int32_t)(i % cf.kafka.partitions), NULL),
-				 0);
+		                            (int32_t)(i % cf.kafka.partitions), NULL),
+		                 0);
 	assert_int_equal(fx_pub_flush(pub, 30000), 0);
 }
 
@@ -75,8 +76,8 @@ wait_handled(int refund, unsigned long long id, long long *per)
 	per[1] = handled_count(&h, 1);
 	/* Exactly one delivery applied it, across both processes. */
 	assert_int_equal(harness_file_count(plog[0], h.needle_done) +
-			     harness_file_count(plog[1], h.needle_done),
-			 1);
+	                     harness_file_count(plog[1], h.needle_done),
+	                 1);
 }
 
 static void
@@ -97,56 +98,64 @@ same_payment_fifty_times_applies_once(void **state)
 	       COPIES, harness_now_ms() - t0, per[0], per[1]);
 	assert_true(per[0] > 0 && per[1] > 0); /* both processes took part */
 	assert_int_equal(harness_query_i64(&db,
-					   "SELECT COUNT(*) FROM orders WHERE out_trade_no = ? AND "
-					   "status = 'PAID' AND channel_trade_no = 'T-race'",
-					   in, 1),
-			 1);
-	assert_int_equal(harness_query_i64(&db,
-					   "SELECT COUNT(*) FROM order_events WHERE out_trade_no = ?",
-					   in, 1),
-			 2);
+	                                   "SELECT COUNT(*) FROM orders WHERE out_trade_no = ? AND "
+	                                   "status = 'PAID' AND channel_trade_no = 'T-race'",
+	                                   in, 1),
+	                 1);
+	assert_int_equal(
+	    harness_query_i64(&db, "SELECT COUNT(*) FROM order_events WHERE out_trade_no = ?", in,
+	                      1),
+	    2);
 	{
 		struct db_in i2[1] = {DBI_I64(id)};
-		assert_int_equal(harness_query_i64(&db,
-						   "SELECT COUNT(*) FROM pay_callback_log WHERE id = "
-						   "? AND status = 1 AND outcome = 'paid' AND "
-						   "retry_count = 0",
-						   i2, 1),
-				 1);
+		assert_int_equal(
+		    harness_query_i64(&db,
+		                      "SELECT COUNT(*) FROM pay_callback_log WHERE id = "
+		                      "? AND status = 1 AND outcome = 'paid' AND "
+		                      "retry_count = 0",
+		                      i2, 1),
+		    1);
 	}
 	assert_int_equal(harness_query_i64(&db,
-					   "SELECT COUNT(*) FROM refund_requests WHERE "
-					   "out_trade_no = ?",
-					   in, 1),
-			 0);
-	assert_int_equal(harness_query_i64(&db, "SELECT COUNT(*) FROM alerts WHERE out_trade_no = ?",
-					   in, 1),
-			 0);
+	                                   "SELECT COUNT(*) FROM refund_requests WHERE "
+	                                   "out_trade_no = ?",
+	                                   in, 1),
+	                 0);
+	assert_int_equal(
+	    harness_query_i64(&db, "SELECT COUNT(*) FROM alerts WHERE out_trade_no = ?", in, 1), 0);
 }
 
 static void
 same_refund_fifty_times_applies_once(void **state)
 {
-	struct db_in in[1] = {DBI_STR("O-race")};
+	struct db_in in[1] = {DBI_STR("O-race-r")};
 	unsigned long long id;
 	long long per[2];
 
 	(void)state;
-	id = fx_refund_row(&db, &cf, M, "alipay", "R-race", "", "O-race", "2.50", 0, "CNY");
+	/* The case pays its own order first, once, rather than refund the first case's. */
+	assert_int_equal(fx_order(&db, M, "O-race-r", "42.00", "CNY", "PENDING"), 0);
+	id = fx_pay_row(&db, &cf, M, "wxpay", "T-race-r", "O-race-r", "42.00", "CNY");
 	assert_true(id > 0);
-	deliver_copies(1, id, "alipay", "O-race");
+	assert_int_equal(
+	    fx_publish(pub, NULL, 0, id, M, "wxpay", "O-race-r", 1, RD_KAFKA_PARTITION_UA, NULL),
+	    0);
+	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
+	id = fx_refund_row(&db, &cf, M, "alipay", "R-race", "", "O-race-r", "2.50", 0, "CNY");
+	assert_true(id > 0);
+	deliver_copies(1, id, "alipay", "O-race-r");
 	wait_handled(1, id, per);
 	printf("# refund: %lld by processor 1, %lld by processor 2\n", per[0], per[1]);
 	assert_int_equal(harness_query_i64(&db,
-					   "SELECT COUNT(*) FROM orders WHERE out_trade_no = ? AND "
-					   "status = 'REFUNDING' AND refunded_amount = 2.50",
-					   in, 1),
-			 1);
+	                                   "SELECT COUNT(*) FROM orders WHERE out_trade_no = ? AND "
+	                                   "status = 'REFUNDING' AND refunded_amount = 2.50",
+	                                   in, 1),
+	                 1);
 	assert_int_equal(harness_query_i64(&db,
-					   "SELECT COUNT(*) FROM order_refunds WHERE "
-					   "out_trade_no = ?",
-					   in, 1),
-			 1);
+	                                   "SELECT COUNT(*) FROM order_refunds WHERE "
+	                                   "out_trade_no = ?",
+	                                   in, 1),
+	                 1);
 }
 
 static int

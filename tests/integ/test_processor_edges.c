@@ -1,11 +1,12 @@
 /*
  * test_processor_edges - refunds and the unusual states of the order state machine against
- * a real bin/paycb-processor, the real MariaDB and the real Kafka broker: every verified
- * notification must have exactly the effect the channel meant.
+ * the processor driven in-process (proc_apply, the code its consumer path runs), the real
+ * MariaDB and the real Kafka broker (the outbox relay): every verified notification must
+ * have exactly the effect the channel meant.
  *
  * Rows are reserved exactly as ingest reserves them (with the channel's refund status) and
- * their messages published as ingest publishes them; each case then waits for the rows to
- * be done and checks the order, the refund ledger, the refund requests, the alerts and the
+ * their messages applied as the daemon applies a delivered message; each case then checks
+ * that the rows are done and checks the order, the refund ledger, the refund requests, the alerts and the
  * outbox. The cases: WeChat Pay ABNORMAL and CLOSED refunds change nothing and alert, and
  * a later SUCCESS of the same refund_id is applied once; Stripe's two refund
  * representations count once in either order, and a refund that fails after it succeeded

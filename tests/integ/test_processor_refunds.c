@@ -1,6 +1,7 @@
 /*
  * test_processor_refunds - the refund edges of the order state machine on each channel,
- * against a real bin/paycb-processor, the real MariaDB and the real Kafka broker.
+ * against the processor driven in-process (proc_apply), the real MariaDB and the real
+ * Kafka broker.
  *
  * test_processor_edges.c proves each edge once; this file proves it on the other channels
  * where the channel's protocol differs (Alipay tells refunds by the trade's refunded total,

@@ -20,6 +20,7 @@
 #include "cblog.h"
 #include "digest.h"
 #include "harness.h"
+#include "inproc.h"
 #include "kq.h"
 #include "msg.h"
 
@@ -195,14 +196,8 @@ fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long i
 	rd_kafka_resp_err_t e;
 	int klen, vlen;
 
-	memset(&m, 0, sizeof(m));
 	memset(&dr, 0, sizeof(dr));
-	m.log = refund ? CBLOG_REFUND : CBLOG_PAY;
-	m.id = id;
-	m.attempt = attempt;
-	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", merchant);
-	snprintf(m.channel, sizeof(m.channel), "%s", channel);
-	snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s", order);
+	inproc_message(&m, refund, id, merchant, channel, order, attempt);
 	if ((klen = msg_callback_key(&m, key, sizeof(key))) < 0 ||
 	    (vlen = msg_callback_encode(&m, val, sizeof(val))) < 0)
 		return -1;

@@ -13,33 +13,42 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "inproc.h"
+#include "processor.h"
 
 static struct db *ord_db;
 static const struct conf *ord_cf;
-static struct fx_pub *ord_pub;
-static int ord_pid = -1;
-static char ord_plog[1024];
+static struct proc *ord_proc;
 
 static int
 ord_setup(void **state)
 {
 	(void)state;
-	if ((ord_pub = fx_pub_new(ord_cf)) == NULL)
-		return -1;
-	ord_pid = fx_processor_start(ord_cf, "processor", ord_plog, sizeof(ord_plog));
-	return ord_pid > 0 ? 0 : -1;
+	return proc_open(ord_cf, &ord_proc) == 0 ? 0 : -1;
 }
 
 static int
 ord_teardown(void **state)
 {
 	(void)state;
-	return fx_processor_stop(ord_pub, ord_pid, ord_plog);
+	return proc_close(ord_proc) == 0 ? 0 : -1;
+}
+
+/* ord_apply - the row's message applied in-process; the row must then have status want. */
+static void
+ord_apply(int refund, unsigned long long id, const char *channel, const char *order, int want)
+{
+	const char *outcome = NULL;
+
+	assert_true(id > 0);
+	assert_int_equal(inproc_apply(ord_proc, refund, id, ORD_M, channel, order, 1, &outcome),
+	                 PROC_DONE);
+	assert_non_null(outcome);
+	assert_int_equal(inproc_row_status(ord_db, refund, id), want);
 }
 
 int
-ord_run(const char *tag, struct conf *cf, struct db *db, const struct CMUnitTest *tests,
-        size_t n)
+ord_run(const char *tag, struct conf *cf, struct db *db, const struct CMUnitTest *tests, size_t n)
 {
 	int rc;
 
@@ -58,15 +67,10 @@ unsigned long long
 ord_pay(const char *channel, const char *order, const char *trade, const char *amount,
         const char *currency)
 {
-	struct fx_pos pos;
 	unsigned long long id =
 	    fx_pay_row(ord_db, ord_cf, ORD_M, channel, trade, order, amount, currency);
 
-	assert_true(id > 0);
-	assert_int_equal(fx_publish(ord_pub, NULL, 0, id, ORD_M, channel, order, 1,
-	                            RD_KAFKA_PARTITION_UA, &pos),
-	                 0);
-	assert_int_equal(fx_wait_row(ord_db, 0, id, 1, ORD_WAIT_MS), 0);
+	ord_apply(0, id, channel, order, 1);
 	return id;
 }
 
@@ -75,16 +79,11 @@ ord_refund_to(int want, const char *channel, const char *order, const char *refu
               const char *pay_trade, const char *amount, int cumulative, const char *currency,
               const char *type, const char *status)
 {
-	struct fx_pos pos;
 	unsigned long long id =
 	    fx_refund_row_status(ord_db, ord_cf, ORD_M, channel, refund_no, pay_trade, order,
 	                         amount, cumulative, currency, type, status);
 
-	assert_true(id > 0);
-	assert_int_equal(fx_publish(ord_pub, NULL, 1, id, ORD_M, channel, order, 1,
-	                            RD_KAFKA_PARTITION_UA, &pos),
-	                 0);
-	assert_int_equal(fx_wait_row(ord_db, 1, id, want, ORD_WAIT_MS), 0);
+	ord_apply(1, id, channel, order, want);
 	return id;
 }
 

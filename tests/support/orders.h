@@ -1,19 +1,18 @@
 /*
  * orders - the steps and questions of the processor's edge-case tests: a payment or a
- * refund reserved as ingest reserves it, published, and waited for until done; then the
+ * refund reserved as ingest reserves it and its callback message applied in-process
+ * (proc_apply, the code the daemon's consumer path runs for each message); then the
  * order's fields, the row's outcome, the order's events and alerts.
  *
- * The cases run one after another against one processor, so the helpers share one
- * context, set once by ord_run(). Every helper asserts (cmocka) on a failed step: a case
- * that cannot set itself up fails where it happened.
+ * The cases run one after another against one in-process processor, so the helpers share
+ * one context, set once by ord_run(); each case creates the orders it checks. Every helper asserts
+ * (cmocka) on a failed step: a case that cannot set itself up fails where it happened.
  */
 #ifndef PAYCB_ORDERS_H
 #define PAYCB_ORDERS_H
 
 #include "conf.h"
 #include "db.h"
-
-struct fx_pub;
 
 /* The merchant of every case (the test configuration's merchant). */
 #define ORD_M       "default"
@@ -22,23 +21,23 @@ struct fx_pub;
 struct CMUnitTest;
 
 /*
- * ord_run - runs the cases of one test program against a bin/paycb-processor of its own:
- * the configuration tagged tag (fx_processor_conf), its database and topics, a publisher
- * and the processor, set up before the first case and torn down after the last. Returns
- * cmocka's result.
+ * ord_run - runs the cases of one test program against an in-process processor of its
+ * own (proc_open): the configuration tagged tag (fx_processor_conf), its database and
+ * topics, set up before the first case and torn down after the last. Returns cmocka's
+ * result.
  */
 int ord_run(const char *tag, struct conf *cf, struct db *db, const struct CMUnitTest *tests,
             size_t n);
 
-/* A payment row published and waited for until done; returns its id. */
+/* A payment row applied, which must leave it done; returns its id. */
 unsigned long long ord_pay(const char *channel, const char *order, const char *trade,
                            const char *amount, const char *currency);
-/* A refund row (with the channel's event type and refund status) published and waited
- * for until done; returns its id. */
+/* A refund row (with the channel's event type and refund status) applied, which must
+ * leave it done; returns its id. */
 unsigned long long ord_refund(const char *channel, const char *order, const char *refund_no,
                               const char *pay_trade, const char *amount, int cumulative,
                               const char *currency, const char *type, const char *status);
-/* The same, waited for until the row's status is want (1 done, 2 dead). */
+/* The same, which must leave the row's status want (1 done, 2 dead). */
 unsigned long long ord_refund_to(int want, const char *channel, const char *order,
                                  const char *refund_no, const char *pay_trade, const char *amount,
                                  int cumulative, const char *currency, const char *type,
@@ -52,7 +51,8 @@ unsigned long long ord_refund_to(int want, const char *channel, const char *orde
 	ord_refund("stripe", order, no, trade, amount, 1, "USD", "charge.refunded", "succeeded")
 /* Alipay tells a refund by trade_status_sync with the trade's refunded total (refund_fee). */
 #define ORD_ALI_REFUND(order, no, trade, total)                                                    \
-	ord_refund("alipay", order, no, trade, total, 1, "CNY", "trade_status_sync", "TRADE_SUCCESS")
+	ord_refund("alipay", order, no, trade, total, 1, "CNY", "trade_status_sync",               \
+	           "TRADE_SUCCESS")
 
 /* One number or string from a query with one string parameter ("" when no row). */
 long long ord_q1(const char *sql, const char *s);
