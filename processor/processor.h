@@ -186,7 +186,7 @@ struct proc_request {
 
 /* processor_daemon.c */
 int proc_init(const struct conf *cf, void **state);
-int proc_loop(void *state);
+int proc_loop(void *state, long long *wait_ms);
 int proc_drain(void *state);
 
 /* processor_consume.c */
