@@ -4,13 +4,19 @@
  */
 #include "daemon.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -24,6 +30,8 @@
 
 volatile sig_atomic_t daemon_stop_requested;
 volatile sig_atomic_t daemon_reload_requested;
+/* The eventfd the skeleton waits on; -1 until daemon_main creates it. */
+static volatile sig_atomic_t daemon_wake_fd = -1;
 
 /* What the loop needs to reload: the running configuration and the reload's metrics. */
 struct daemon_run {
@@ -41,11 +49,25 @@ struct daemon_restart {
 	char list[1024];
 };
 
+void
+daemon_wake(void)
+{
+	uint64_t one = 1;
+	int saved = errno, fd = daemon_wake_fd;
+	/* A full counter (EAGAIN) wakes the waiter as well, so the result does not matter;
+	 * errno is restored for the code a signal handler interrupted. */
+	ssize_t n = fd >= 0 ? write(fd, &one, sizeof(one)) : 0;
+
+	(void)n;
+	errno = saved;
+}
+
 static void
 daemon_on_signal(int sig)
 {
 	(void)sig;
 	daemon_stop_requested = 1;
+	daemon_wake();
 }
 
 static void
@@ -53,6 +75,29 @@ daemon_on_hup(int sig)
 {
 	(void)sig;
 	daemon_reload_requested = 1;
+	daemon_wake();
+}
+
+/*
+ * daemon_wait - the one place a daemon waits between two loop calls: ms milliseconds, or
+ * until a signal or daemon_wake(), whichever comes first. A wake that arrives after the
+ * eventfd was read stays counted and ends the next wait, so none is lost.
+ */
+static void
+daemon_wait(long long ms)
+{
+	struct pollfd pfd = {.fd = daemon_wake_fd, .events = POLLIN};
+	uint64_t n;
+	ssize_t got;
+
+	if (ms == 0 || daemon_stop_requested || daemon_reload_requested)
+		return;
+	/* EINTR only means that a handler ran; the flags it set are read by the caller. The read
+	 * resets the counter, so that one wake ends one wait. */
+	if (poll(&pfd, 1, ms < 0 ? -1 : ms > INT_MAX ? INT_MAX : (int)ms) > 0) {
+		got = read(daemon_wake_fd, &n, sizeof(n));
+		(void)got;
+	}
 }
 
 int
@@ -143,11 +188,19 @@ daemon_conf_read(const struct daemon_ops *ops, const char *file, struct conf *cf
 	return 0;
 }
 
-static void
+/* daemon_signals - the wake eventfd and the handlers that write it: 0, or EXIT_SOFTWARE when
+ * no descriptor is left. */
+static int
 daemon_signals(void)
 {
 	struct sigaction sa;
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
+	if (fd < 0) {
+		log_error(NULL, "event=eventfd_failed error=\"%s\"", strerror(errno));
+		return EXIT_SOFTWARE;
+	}
+	daemon_wake_fd = fd;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = daemon_on_signal;
 	sigemptyset(&sa.sa_mask);
@@ -160,6 +213,7 @@ daemon_signals(void)
 	sa.sa_flags = 0;
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
+	return 0;
 }
 
 static void
@@ -258,6 +312,7 @@ daemon_reload(struct daemon_run *r)
 static int
 daemon_serve(struct daemon_run *r, const struct conf *cf)
 {
+	long long wait_ms;
 	sigset_t hup;
 	int rc, c;
 
@@ -276,7 +331,9 @@ daemon_serve(struct daemon_run *r, const struct conf *cf)
 			daemon_reload_requested = 0;
 			daemon_reload(r);
 		}
-		rc = r->ops->loop(r->state);
+		wait_ms = DAEMON_WAIT_FOREVER;
+		if ((rc = r->ops->loop(r->state, &wait_ms)) == 0)
+			daemon_wait(wait_ms);
 	}
 	log_info(NULL, "event=drain reason=%s", rc ? "error" : "signal");
 	c = r->ops->drain(r->state);
@@ -312,7 +369,10 @@ daemon_main(int argc, char **argv, const struct daemon_ops *ops)
 		return 0;
 	}
 	log_set_level(lvl);
-	daemon_signals();
+	if ((rc = daemon_signals()) != 0) {
+		conf_free(&cf);
+		return rc;
+	}
 	log_info(NULL, "event=start version=%s config=%s", PAYCB_VERSION, file);
 	memset(&run, 0, sizeof(run));
 	run.ops = ops;

@@ -3,7 +3,14 @@
  *
  * daemon_main() owns argv (-c FILE, -n, --help, --version), loads and validates the one
  * configuration file, sets up logging and signals, then calls the program's init, runs its
- * loop until a stop is asked for, and calls its drain. Signal handlers only set a flag.
+ * loop until a stop is asked for, and calls its drain.
+ *
+ * The skeleton owns the wait: the loop never sleeps, it says how long the skeleton is to wait
+ * before calling it again, and the skeleton waits in one place, in poll() on an eventfd.
+ * Signal handlers only set a flag and write that eventfd, so SIGTERM, SIGINT and SIGHUP end
+ * the wait at once, whichever thread took them; a program's own threads end it early with
+ * daemon_wake() (a worker asking the process to exit, Kafka's fatal producer error). An idle
+ * program therefore wakes only when it has something timed to do.
  *
  * SIGHUP reloads: between two loop calls the skeleton reads the file again and validates it
  * whole, exactly as at start (every setting, every secret file's mode), then hands it to the
@@ -39,15 +46,20 @@
 #define EXIT_SOFTWARE    70
 #define EXIT_CONFIG      78
 
+/* The loop's *wait_ms for "until a signal or daemon_wake()". */
+#define DAEMON_WAIT_FOREVER (-1LL)
+
 struct daemon_ops {
 	const char *name; /* program name for --help and logs */
 	const char *summary;
 	unsigned proc; /* PROC_* mask for config checks */
 	/* Builds the program's state; returns 0 or an exit code. */
 	int (*init)(const struct conf *cf, void **state);
-	/* Does one bounded piece of work (at most ~100 ms of waiting); returns 0 to go on,
-	 * or an exit code to stop with. */
-	int (*loop)(void *state);
+	/* Does one bounded piece of work without waiting; returns 0 to go on, with *wait_ms
+	 * set to how long the skeleton waits before the next call (0: at once;
+	 * DAEMON_WAIT_FOREVER, the value it holds on entry: until a signal or daemon_wake()),
+	 * or an exit code to stop with. A wait can end early, so a call may find nothing due. */
+	int (*loop)(void *state, long long *wait_ms);
 	/* Stops accepting, finishes in-flight work, flushes; returns the exit code. */
 	int (*drain)(void *state);
 	/*
@@ -70,5 +82,8 @@ int daemon_main(int argc, char **argv, const struct daemon_ops *ops);
 int daemon_db_open_exit(enum db_rc rc);
 /* True once SIGTERM or SIGINT arrived. */
 int daemon_stopping(void);
+/* Ends the skeleton's current or next wait, so that the loop runs at once. Any thread, and
+ * async-signal-safe (one write); a no-op in a program that does not run daemon_main. */
+void daemon_wake(void);
 
 #endif

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "daemon.h"
 #include "log.h"
 
 struct kq_wait {
@@ -135,6 +136,8 @@ kq_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 		rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
 		atomic_store(&p->fatal, 1);
 		log_error(NULL, "event=kafka_fatal error=\"%s\"", fatal);
+		/* Every daemon's loop watches kq_fatal and waits until woken. */
+		daemon_wake();
 		return;
 	}
 	/* Cleared by the next delivery, which is the proof that a broker is back. */

@@ -96,18 +96,18 @@ ingest_init(const struct conf *cf, void **state)
 }
 
 static int
-ingest_loop(void *state)
+ingest_loop(void *state, long long *wait_ms)
 {
 	struct ingest *in = state;
-	struct timespec ts = {0, 100 * 1000 * 1000};
 
 	/* The HTTP threads do the work; the loop only watches for a fatal producer error,
-	 * after which idempotent delivery can no longer be promised. */
-	nanosleep(&ts, NULL);
+	 * after which idempotent delivery can no longer be promised. kq wakes the skeleton
+	 * when one happens, so the loop waits for nothing else. */
 	if (kq_fatal(in->kp)) {
 		log_error(NULL, "event=kafka_fatal action=drain");
 		return EXIT_SOFTWARE;
 	}
+	*wait_ms = DAEMON_WAIT_FOREVER;
 	return 0;
 }
 

@@ -213,7 +213,7 @@ int proc_close(struct proc *p);
 
 /* processor_daemon.c */
 int proc_init(const struct conf *cf, void **state);
-int proc_loop(void *state);
+int proc_loop(void *state, long long *wait_ms);
 int proc_drain(void *state);
 
 /* processor_consume.c */

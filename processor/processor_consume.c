@@ -467,6 +467,8 @@ proc_request_exit(struct proc *p, int code)
 	/* The first reason wins; every worker then stops. */
 	atomic_compare_exchange_strong(&p->exit_code, &none, code);
 	atomic_store(&p->stop, 1);
+	/* The loop waits until woken: this is what tells it. */
+	daemon_wake();
 }
 
 void *

@@ -93,17 +93,18 @@ proc_init(const struct conf *cf, void **state)
 }
 
 int
-proc_loop(void *state)
+proc_loop(void *state, long long *wait_ms)
 {
 	struct proc *p = state;
-	struct timespec ts = {0, 100 * 1000 * 1000};
 
 	/* An idempotent producer that failed fatally can no longer promise no duplicates. */
 	if (kq_fatal(p->prod))
 		proc_request_exit(p, EXIT_SOFTWARE);
 	if (atomic_load(&p->exit_code))
 		return atomic_load(&p->exit_code);
-	nanosleep(&ts, NULL);
+	/* The workers do the work; both reasons to stop wake the skeleton (kq on the fatal
+	 * error, proc_request_exit on the workers' own). */
+	*wait_ms = DAEMON_WAIT_FOREVER;
 	return 0;
 }
 

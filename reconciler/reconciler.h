@@ -90,7 +90,7 @@ void recon_count_call(enum chan_id ch, enum recon_ep ep, const struct chan_resul
 
 /* reconciler_daemon.c */
 int recon_d_init(const struct conf *cf, void **state);
-int recon_d_loop(void *state);
+int recon_d_loop(void *state, long long *wait_ms);
 int recon_d_drain(void *state);
 int recon_d_reload(void *state, struct conf *nc, char *err, size_t errlen);
 

@@ -131,21 +131,15 @@ recon_cycle(struct reconciler *r, int *more)
 }
 
 int
-recon_d_loop(void *state)
+recon_d_loop(void *state, long long *wait_ms)
 {
 	struct reconciler *r = state;
 	long long now = clock_mono_ms();
 	int more = 0;
 
+	/* Before the next cycle (also when woken early, by a reload): the rest of the wait. */
 	if (now < r->next_cycle_ms) {
-		long long ms = r->next_cycle_ms - now;
-		struct timespec ts;
-
-		if (ms > 100)
-			ms = 100;
-		ts.tv_sec = 0;
-		ts.tv_nsec = ms * 1000000L;
-		nanosleep(&ts, NULL);
+		*wait_ms = r->next_cycle_ms - now;
 		return 0;
 	}
 	if (recon_cycle(r, &more) != 0)
@@ -157,6 +151,8 @@ recon_d_loop(void *state)
 		return EXIT_SOFTWARE;
 	}
 	r->next_cycle_ms = more ? now : now + r->cf->reconciler.sweep_interval_s * 1000;
+	/* The next call waits what is left of the interval after this cycle's time. */
+	*wait_ms = 0;
 	return 0;
 }
 

@@ -85,7 +85,7 @@ int retrier_close(struct retrier *r);
  * or -1 when a step failed (logged; the next cycle tries again). */
 int retrier_cycle(struct retrier *r, int *more);
 int retrier_d_init(const struct conf *cf, void **state);
-int retrier_d_loop(void *state);
+int retrier_d_loop(void *state, long long *wait_ms);
 int retrier_d_drain(void *state);
 
 /* retrier_sweep.c: leases and republishes due rows of one log. */

@@ -182,21 +182,15 @@ retrier_d_init(const struct conf *cf, void **state)
 }
 
 int
-retrier_d_loop(void *state)
+retrier_d_loop(void *state, long long *wait_ms)
 {
 	struct retrier *r = state;
 	long long now = clock_mono_ms();
 	int more = 0;
 
+	/* Before the next cycle (also when woken early, by a reload): the rest of the wait. */
 	if (now < r->next_cycle_ms) {
-		long long ms = r->next_cycle_ms - now;
-		struct timespec ts;
-
-		if (ms > 100)
-			ms = 100;
-		ts.tv_sec = 0;
-		ts.tv_nsec = ms * 1000000L;
-		nanosleep(&ts, NULL);
+		*wait_ms = r->next_cycle_ms - now;
 		return 0;
 	}
 	/* A failing cycle waits the full interval even after a full batch, so a persistent
@@ -209,6 +203,8 @@ retrier_d_loop(void *state)
 	}
 	retrier_lag_due(r);
 	r->next_cycle_ms = more ? now : now + r->cf->retrier.sweep_interval_s * 1000;
+	/* The next call waits what is left of the interval after this cycle's time. */
+	*wait_ms = 0;
 	return 0;
 }
 
