@@ -54,6 +54,8 @@ for m in "${names[@]}"; do
 	dir=${dir%%_*}
 	# The processors' consumer lag is measured and exported by the retrier (retrier_lag.c).
 	[[ $dir == consumer ]] && dir=retrier
+	# Every daemon's reload status is the skeleton's (common/daemon.c).
+	[[ $dir == config ]] && dir=common
 	if grep -rqF "\"$m\"" "$dir"/*.c 2>/dev/null; then
 		ok "$m is exported by $dir/"
 	elif [[ $dir == processor ]] && ! grep -qs 'metrics_\(counter\|gauge\|hist\)(' processor/*.c; then
