@@ -34,7 +34,7 @@ VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 CFLAGS   += -DPAYCB_VERSION='"$(VERSION)"'
 
 # Programs: directory -> binary name.
-PROG_DIRS := ingest processor retrier reconciler tools/migrate tools/paycbctl tools/sim
+PROG_DIRS := ingest processor retrier reconciler tools/migrate tools/paycbctl tools/sim tools/bench
 bin_name   = $(or $(PROGNAME_$(subst /,_,$(1))),paycb-$(notdir $(1)))
 PROGNAME_tools_paycbctl := paycbctl
 PROGNAME_tools_sim      := paycb-sim
@@ -44,6 +44,9 @@ PROGNAME_tools_sim      := paycb-sim
 PROGLIBS_ingest          = $(LIB_CHAN)
 PROGLIBS_tools_sim       = $(LIB_CHAN)
 PROGLIBS_reconciler      = $(LIB_CHAN)
+# paycb-bench takes the latency percentiles and the report file from the simulator's archive
+# (tools/sim/sim_lat.h), so both tools' figures come from one piece of code.
+PROGLIBS_tools_bench     = $(BUILD)/libtools_sim.a
 
 objs_of    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
 libobjs_of = $(filter-out $(BUILD)/$(1)/main.o,$(call objs_of,$(1)))
@@ -111,6 +114,7 @@ bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(L
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON) $(LDLIBS) -lcmocka
 
 $(BUILD)/tools/sim/%.o: CFLAGS += -Ichan
+$(BUILD)/tools/bench/%.o: CFLAGS += -Itools/sim
 $(BUILD)/reconciler/%.o: CFLAGS += -Ichan
 $(BUILD)/ingest/%.o: CFLAGS += -Ichan
 $(BUILD)/tests/%.o: CFLAGS += -Itests/support -Ichan -Iingest -Iprocessor -Iretrier -Ireconciler -Itools/sim -Itools/paycbctl -Itools/migrate
@@ -228,8 +232,8 @@ UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 SYSCONFDIR  ?= /etc
 PAYCB_ETC   := $(SYSCONFDIR)/paycb
-# The simulator is a development tool; production hosts do not get it.
-INSTALL_PROGS := $(filter-out bin/paycb-sim,$(PROGS))
+# The simulator and the bench are development tools; production hosts do not get them.
+INSTALL_PROGS := $(filter-out bin/paycb-sim bin/paycb-bench,$(PROGS))
 INSTALL_SED := -e 's\#/usr/local/bin/\#$(BINDIR)/\#g' -e 's\#/usr/local/share/paycb/\#$(DATADIR)/\#g' \
 	       -e 's\#/usr/local/share/doc/paycb/\#$(DOCDIR)/\#g' -e 's\#/etc/paycb/\#$(PAYCB_ETC)/\#g'
 

@@ -4,13 +4,13 @@
 #   1. ingest alone: throughput and acknowledgement latency at 8, 64 and 256 concurrent
 #      clients sending unique signed notifications of all three channels (paycb-sim run
 #      --scenario load --ingest-only), beside the database's own ceiling for the same
-#      single-row INSERT at the same concurrency (paycb-sim dbceiling --shape reserve) and
+#      single-row INSERT at the same concurrency (paycb-bench dbceiling --shape reserve) and
 #      the INSERT then a publish waited for (--shape publish: what an acknowledgement must
 #      cost at least), then open loop at half of the best of those rates for the latency target, and genuine
 #      traffic's p99 at a quarter of it alone and beside a junk flood (paycb-sim junk);
 #   2. three storms of 1,000 concurrent copies of one notification (one per channel), answered;
 #   3. processing: a backlog of payments drained by 1, 2 and 4 processors on 12 partitions
-#      (paycb-sim drain), beside the database's ceiling for the processor's statements by
+#      (paycb-bench drain), beside the database's ceiling for the processor's statements by
 #      a plain client at the same concurrency (dbceiling --shape process);
 #   4. end to end: the whole pipeline's maximum rate with everything running, beside the
 #      database-only ceiling of whole payments (--shape payment: the reservation and the
@@ -57,7 +57,7 @@ cleanup() {
 trap cleanup EXIT
 
 say() { printf 'bench: %s\n' "$*" >&2; }
-# kv FILE KEY - one value of a paycb-sim report.
+# kv FILE KEY - one value of a paycb-sim or paycb-bench report.
 kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 # storm_channel KV - the channel a storm's copies came from.
 storm_channel() {
@@ -213,11 +213,11 @@ for c in 8 64 256; do
 		>"$B/log/sim-ingest-$c.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-$c.log"; exit 1; }
 	[[ $c == 64 ]] && cpu_phase ingest end && CPU[ingest.sim]=$(kv "$B/ingest-$c.kv" cpu_ms)
 	say "database ceiling: $N_DB of ingest's INSERT from $c connections"
-	bin/paycb-sim dbceiling -c "$CONF" --shape reserve --concurrency "$c" --count "$N_DB" \
+	bin/paycb-bench dbceiling -c "$CONF" --shape reserve --concurrency "$c" --count "$N_DB" \
 		--report "$B/dbreserve-$c.kv" >"$B/log/dbceiling-reserve-$c.log" 2>&1 ||
 		{ cat "$B/log/dbceiling-reserve-$c.log"; exit 1; }
 	say "publish ceiling: $N_DB of ingest's INSERT, each published and waited for, from $c connections"
-	bin/paycb-sim dbceiling -c "$B/ingest-only.conf" --shape publish --concurrency "$c" --count "$N_DB" \
+	bin/paycb-bench dbceiling -c "$B/ingest-only.conf" --shape publish --concurrency "$c" --count "$N_DB" \
 		--report "$B/publish-$c.kv" >"$B/log/dbceiling-publish-$c.log" 2>&1 ||
 		{ cat "$B/log/dbceiling-publish-$c.log"; exit 1; }
 done
@@ -273,7 +273,7 @@ sql "UPDATE pay_callback_log SET status = 1, done_at = NOW(3) WHERE status = 0" 
 pl_start ingest "$CONF" paycb-ingest "$INGEST_ADMIN"
 pl_ready "$INGEST_ADMIN" 60
 for k in 1 2 4; do
-	mark=$(bin/paycb-sim drain -c "$CONF" --mark)
+	mark=$(bin/paycb-bench drain -c "$CONF" --mark)
 	say "processing: a backlog of $N_BACKLOG payments, then $k processor(s)"
 	"${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
 		--concurrency 64 --ingest-only --wait 300 --report "$B/backlog-$k.kv" \
@@ -282,12 +282,12 @@ for k in 1 2 4; do
 	for i in $(seq 1 "$k"); do
 		pl_start "processor-$i" "$CONF" paycb-processor 0
 	done
-	bin/paycb-sim drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
+	bin/paycb-bench drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
 		--report "$B/drain-$k.kv" >"$B/log/drain-$k.log" 2>&1 || { cat "$B/log/drain-$k.log"; exit 1; }
 	[[ $k == 2 ]] && cpu_phase process end
 	for i in $(seq 1 "$k"); do pl_stop "processor-$i"; done
 	say "database ceiling: the processor's statements from $k connection(s)"
-	bin/paycb-sim dbceiling -c "$CONF" --shape process --concurrency "$k" --count 3000 \
+	bin/paycb-bench dbceiling -c "$CONF" --shape process --concurrency "$k" --count 3000 \
 		--report "$B/dbprocess-$k.kv" >"$B/log/dbceiling-process-$k.log" 2>&1 ||
 		{ cat "$B/log/dbceiling-process-$k.log"; exit 1; }
 done
@@ -295,25 +295,25 @@ done
 # ---- 4. end to end at half the max rate -------------------------------------------------
 # The maximum is the whole pipeline's, with everything on the same cores: payments sent as
 # fast as 16 closed-loop clients get answers while 2 processors and the retrier run, and
-# the rate at which their rows got done (paycb-sim drain). It doubles as the warm-up (the
+# the rate at which their rows got done (paycb-bench drain). It doubles as the warm-up (the
 # consumer group's join and the first fetches are start-up costs, not latency).
 # The ceiling the pipeline is held against: the database's work of whole payments (the
 # reservation, then the processor's transaction) by plain clients, from as many connections
 # as the pipeline's clients, before anything of the pipeline runs.
 say "database ceiling: whole payments (reservation + the processor's transaction) from 16 connections"
-bin/paycb-sim dbceiling -c "$CONF" --shape payment --concurrency 16 --count 4000 \
+bin/paycb-bench dbceiling -c "$CONF" --shape payment --concurrency 16 --count 4000 \
 	--report "$B/dbpayment.kv" >"$B/log/dbceiling-payment.log" 2>&1 ||
 	{ cat "$B/log/dbceiling-payment.log"; exit 1; }
 pl_start processor-1 "$CONF" paycb-processor 0
 pl_start processor-2 "$CONF" paycb-processor 0
 pl_start retrier "$CONF" paycb-retrier "$RETRIER_ADMIN"
-mark=$(bin/paycb-sim drain -c "$CONF" --mark)
+mark=$(bin/paycb-bench drain -c "$CONF" --mark)
 say "end to end: the pipeline's maximum, $N_BACKLOG payments from 16 clients, everything running"
 cpu_phase e2emax begin
 "${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
 	--concurrency 16 --wait 300 --report "$B/e2emax-run.kv" >"$B/log/sim-e2e-max.log" 2>&1 ||
 	{ tail -n 30 "$B/log/sim-e2e-max.log"; exit 1; }
-bin/paycb-sim drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
+bin/paycb-bench drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
 	--report "$B/e2emax.kv" >"$B/log/drain-e2e-max.log" 2>&1 || { cat "$B/log/drain-e2e-max.log"; exit 1; }
 cpu_phase e2emax end
 CPU[e2emax.sim]=$(kv "$B/e2emax-run.kv" cpu_ms)

@@ -114,6 +114,7 @@ for p in paycb-ingest paycb-processor paycb-retrier paycb-migrate paycbctl; do
 done
 check "the programs are installed 0755${bad[*]:+ (not: ${bad[*]})}" test ${#bad[@]} -eq 0
 check "paycb-sim (a development tool) is not installed" test ! -e "$R/usr/local/bin/paycb-sim"
+check "paycb-bench (a development tool) is not installed" test ! -e "$R/usr/local/bin/paycb-bench"
 check "the schemas are installed where paycb-migrate.service looks" \
 	test -f "$R/usr/local/share/paycb/schemas/001_callback_logs.sql" -a -f "$R/usr/local/share/paycb/schemas/topics.tsv"
 out=$(systemd-sysusers --root="$R" --dry-run "$R/usr/local/lib/sysusers.d/paycb.conf" 2>&1)

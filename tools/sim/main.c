@@ -5,12 +5,13 @@
  *   conf       write a variant of a configuration (other ports, another database, ...)
  *   run        create orders, pay and refund them through ingest with each channel's
  *              delivery behaviour, then check the outcome in the database
- *   dbceiling  the database's own ceiling for ingest's INSERT or the processor's transaction
- *   drain      how fast the processors finish a backlog
  *   junk       a flood of requests that are not notifications, for make bench
+ *   api        the channels' API side that paycb-reconciler calls
  *
- * See docs/simulator.md. Exit codes: 0 as expected, 1 a checked expectation failed, 64 usage,
- * 69 a service is unavailable, 70 an internal error, 78 a configuration error.
+ * The measurements of the database and the processors (dbceiling, drain) are paycb-bench's
+ * (tools/bench/, docs/bench.md): the simulator only plays the channels. See docs/simulator.md.
+ * Exit codes: 0 as expected, 1 a checked expectation failed, 64 usage, 69 a service is
+ * unavailable, 70 an internal error, 78 a configuration error.
  */
 #include <getopt.h>
 #include <stddef.h>
@@ -42,8 +43,6 @@ usage(FILE *fp)
 	        "        [--seed S] [--compress F] [--wait S] [--rate R] [--lost PERMILLE]\n"
 	        "        [--copies N] [--timeout-ms MS] [--ingest-only] [--progress]\n"
 	        "        [--report FILE] [--api URL [--api-channels LIST] [--dropped PERMILLE]]\n"
-	        "  dbceiling -c CONF [--shape reserve|process] [--concurrency C] [--count N]\n"
-	        "  drain -c CONF (--mark | --after-id ID --count N) [--wait S]\n"
 	        "  junk -c CONF [--concurrency C] [--seconds S] [--report FILE]\n"
 	        "  api -c CONF --port P [--keys DIR]   (the channel API side, WeChat Pay)\n\n"
 	        "scenarios:");
@@ -326,10 +325,6 @@ main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(cmd, "junk") == 0)
 		return sim_junk_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "dbceiling") == 0)
-		return sim_dbceiling_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "drain") == 0)
-		return sim_drain_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "api") == 0)
 		return sim_api_main(argc - 1, argv + 1);
 	usage(stderr);

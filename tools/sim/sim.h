@@ -10,7 +10,8 @@
  *
  * The tests link the support code they share with the simulator from its archive, each part
  * with a header of its own: sim_http.h (the HTTP client), sim_pki.h (certificates and PEM
- * text) and sim_conf_tree.h (writing configuration files).
+ * text) and sim_conf_tree.h (writing configuration files); paycb-bench links sim_lat.h's
+ * (latency percentiles and the report file) the same way.
  *
  * Modules: sim_keys.c (key generation), sim_pki.c (certificates and PEM text), sim_conf.c
  * (configuration writing, loading the merchants' keys), sim_conf_tree.c (configuration files
@@ -21,8 +22,8 @@
  * sim_orders.c (orders and the paid-order poller), sim_check.c (the outcome checks),
  * sim_ledger.c (the channel API's ledger: registering payments, judging the reconciler's
  * refunds), sim_stats.c (counters, latencies, helpers), sim_run.c (`run`: the whole scenario and
- * its report), sim_bench.c (dbceiling and drain, the bench's plain-client measurements). Shell
- * helpers for starting a pipeline: pipeline.sh.
+ * its report). Shell helpers for starting a pipeline: pipeline.sh. The measurements of the
+ * database and the processors are paycb-bench's (tools/bench/, docs/bench.md).
  */
 #ifndef PAYCB_SIM_H
 #define PAYCB_SIM_H
@@ -41,6 +42,7 @@
 #include "crypto.h"
 #include "db.h"
 #include "sim_http.h"
+#include "sim_lat.h"
 
 /* Exit codes beyond the daemon ones (daemon.h): a checked expectation did not hold. */
 #define SIM_EXIT_MISMATCH 1
@@ -340,18 +342,7 @@ const char *sim_scenario_name(int i);
 
 /* ---- sim_stats.c ----------------------------------------------------------------------- */
 
-/* Latency samples in microseconds. */
-struct sim_lat {
-	pthread_mutex_t mu;
-	int64_t *v;
-	size_t n, cap;
-	int sorted;
-};
-void sim_lat_init(struct sim_lat *l);
-void sim_lat_add(struct sim_lat *l, int64_t us);
-/* The permille-th percentile (500 = p50, 999 = p99.9), nearest rank; -1 without samples. */
-int64_t sim_lat_pct(struct sim_lat *l, int permille);
-void sim_lat_free(struct sim_lat *l);
+/* Latency samples, sim_fmt_us and sim_report_kv are in sim_lat.h (paycb-bench links them). */
 
 #define SIM_STATUS_MAX 600
 
@@ -365,8 +356,6 @@ struct sim_stats {
 };
 void sim_stats_init(struct sim_stats *s);
 void sim_stats_free(struct sim_stats *s);
-/* Formats microseconds as "12.3 ms" / "850 us". */
-const char *sim_fmt_us(int64_t us, char *buf, size_t len);
 
 /* ---- sim_deliver.c --------------------------------------------------------------------- */
 
@@ -481,18 +470,10 @@ int sim_ledger_check(const struct sim_opts *o, const struct sim_plan *p,
  * not, or a daemon.h exit code. o->keys_dir may be set to its default. */
 int sim_run(struct sim_opts *o);
 
-/* ---- sim_bench.c ----------------------------------------------------------------------- */
+/* ---- sim_junk.c ------------------------------------------------------------------------ */
 
-/* `paycb-sim dbceiling`: the database's own ceiling for ingest's INSERT or the processor's
- * transaction, by a plain client. */
-int sim_dbceiling_main(int argc, char **argv);
-/* sim_junk.c: `junk`, a flood of requests that are not notifications. */
+/* `junk`, a flood of requests that are not notifications. */
 int sim_junk_main(int argc, char **argv);
-/* sim_bench.c: `paycb-sim drain`, how fast the processors finished a backlog of rows. */
-int sim_drain_main(int argc, char **argv);
-
-/* sim_stats.c: the report file, key=value lines for tools/bench.sh. */
-int sim_report_kv(const char *path, const char *prefix, const char *key, long long v);
 
 /* ---- sim_api.c -------------------------------------------------------------------------- */
 

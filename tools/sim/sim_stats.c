@@ -2,7 +2,8 @@
  * sim_stats - what the simulator counts and times: pushes, answers by channel and status,
  * lost acknowledgements, latency samples in integer microseconds, and the small helpers
  * (the seeded generator, channel names, key=value report lines) the modules share; the
- * clocks are common/clock's.
+ * clocks are common/clock's. The latency and report-file part is declared in sim_lat.h,
+ * which paycb-bench (tools/bench/) links from the simulator's archive.
  *
  * Latencies are kept as every sample rather than as a histogram: a run has at most a few
  * hundred thousand of them, and exact percentiles (nearest rank) need no bucket choices.

@@ -1,5 +1,5 @@
 /*
- * sim_drain - `paycb-sim drain`: waits until a backlog of rows is finished and reports how
+ * bench_drain - `paycb-bench drain`: waits until a backlog of rows is finished and reports how
  * fast the processors finished it, from the rows' own done_at times, so the polling
  * interval does not enter; `--mark` prints the newest row id, the backlog's start.
  */
@@ -10,7 +10,8 @@
 
 #include "clock.h"
 #include "daemon.h"
-#include "sim.h"
+#include "bench.h"
+#include "sim_lat.h"
 
 static const char *SQL_MAX_ID = "SELECT IFNULL(MAX(id), 0) FROM pay_callback_log";
 static const char *SQL_DRAINED =
@@ -68,8 +69,9 @@ drain_opts(int argc, char **argv, const char **conf, const char **report, int *m
 			bad = 1;
 	}
 	if (bad || *conf == NULL || (!*mark && (*after < 0 || *count < 2))) {
-		fprintf(stderr, "usage: paycb-sim drain -c CONF (--mark | --after-id ID --count N) "
-		                "[--wait S] [--report FILE]\n");
+		fprintf(stderr,
+		        "usage: paycb-bench drain -c CONF (--mark | --after-id ID --count N) "
+		        "[--wait S] [--report FILE]\n");
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -93,7 +95,7 @@ drain_wait(struct db *db, long long after, long long count, int wait_s, long lon
 		struct timespec ts = {0, 500 * 1000000L};
 
 		if (db_query(db, SQL_DRAINED, in, 1, out, 1, NULL, NULL, &rows) != DB_OK) {
-			fprintf(stderr, "paycb-sim drain: %s\n", db->last_error);
+			fprintf(stderr, "paycb-bench drain: %s\n", db->last_error);
 			return EXIT_UNAVAILABLE;
 		}
 		*n = out[0].i;
@@ -130,11 +132,11 @@ drain_report(struct db *db, const char *report, long long after, long long count
 	sim_report_kv(report, NULL, "drain_span_us", span);
 	sim_report_kv(report, NULL, "drain_rate", rate);
 	sim_report_kv(report, NULL, "drain_max_gap_us", gap);
-	return n >= count && first > 0 ? 0 : SIM_EXIT_MISMATCH;
+	return n >= count && first > 0 ? 0 : BENCH_EXIT_MISMATCH;
 }
 
 int
-sim_drain_main(int argc, char **argv)
+bench_drain_main(int argc, char **argv)
 {
 	const char *conf = getenv("PAYCB_CONF"), *report = NULL;
 	struct db_out out[1] = {DBO_I64()};
@@ -147,11 +149,11 @@ sim_drain_main(int argc, char **argv)
 	memset(&cf, 0, sizeof(cf));
 	if ((rc = drain_opts(argc, argv, &conf, &report, &mark, &after, &count, &wait_s)) != 0)
 		goto done;
-	if ((rc = conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim")) != 0) {
+	if ((rc = conf_bootstrap(conf, BENCH_PROC, &cf, "paycb-bench")) != 0) {
 		goto done;
 	}
 	if (db_open(&db, &cf.db) != DB_OK) {
-		fprintf(stderr, "paycb-sim drain: %s\n", db.last_error);
+		fprintf(stderr, "paycb-bench drain: %s\n", db.last_error);
 		rc = EXIT_UNAVAILABLE;
 		goto done;
 	}

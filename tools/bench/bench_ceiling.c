@@ -1,5 +1,6 @@
 /*
- * sim_bench - the plain-client measurements `make bench` sets beside the pipeline's.
+ * bench_ceiling - `paycb-bench dbceiling`: the plain-client measurements `make bench` sets
+ * beside the pipeline's.
  *
  * `dbceiling --shape reserve` runs ingest's reservation, the very INSERT ingest runs
  * (cblog_reserve) with a body of a WeChat notification's size, from C connections at once:
@@ -16,7 +17,7 @@
  * ceiling the whole pipeline is held against). `--shape publish` is what an
  * acknowledgement must cost: the reservation INSERT, then the callback message published
  * with the producer settings ingest uses and its delivery report waited for.
- * (`drain` is in sim_drain.c.)
+ * (`drain` is in bench_drain.c.)
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -28,7 +29,8 @@
 #include "daemon.h"
 #include "kq.h"
 #include "msg.h"
-#include "sim.h"
+#include "bench.h"
+#include "sim_lat.h"
 
 /* The statements below are copies of the daemons' own; keep them in step (the reservation
  * is not: it is cblog_reserve itself). */
@@ -318,7 +320,7 @@ events_sent(const struct conf *cf, const char *run)
 	if (db_open(&db, &cf->db) != DB_OK)
 		return;
 	if (db_exec(&db, SQL_EVENTS_SENT, in, 1, NULL, NULL) != DB_OK)
-		fprintf(stderr, "paycb-sim dbceiling: marking the run's events sent: %s\n",
+		fprintf(stderr, "paycb-bench dbceiling: marking the run's events sent: %s\n",
 		        db.last_error);
 	db_close(&db);
 }
@@ -346,7 +348,7 @@ ceiling_opts(int argc, char **argv, struct ceiling_opts *o)
 		else if (opt == 'r')
 			o->report = optarg;
 		else {
-			fprintf(stderr, "usage: paycb-sim dbceiling -c CONF "
+			fprintf(stderr, "usage: paycb-bench dbceiling -c CONF "
 			                "[--shape reserve|process|payment|publish] "
 			                "[--concurrency C] [--count N] [--report FILE]\n");
 			return opt == 'h' ? -1 : EXIT_USAGE;
@@ -358,7 +360,7 @@ ceiling_opts(int argc, char **argv, struct ceiling_opts *o)
 			known = 1;
 		}
 	if (o->conf == NULL || o->conc < 1 || o->conc > 1024 || o->count < o->conc || !known) {
-		fprintf(stderr, "paycb-sim dbceiling: need -c CONF, --shape "
+		fprintf(stderr, "paycb-bench dbceiling: need -c CONF, --shape "
 		                "reserve|process|payment|publish, 1 <= concurrency <= count\n");
 		return EXIT_USAGE;
 	}
@@ -384,7 +386,7 @@ ceiling_report(const struct ceiling_opts *o, const struct ceiling *c, struct sim
 	sim_report_kv(o->report, NULL, "p99_us", sim_lat_pct(lat, 990));
 	sim_report_kv(o->report, NULL, "p999_us", sim_lat_pct(lat, 999));
 	sim_report_kv(o->report, NULL, "failed", failed);
-	return failed ? SIM_EXIT_MISMATCH : 0;
+	return failed ? BENCH_EXIT_MISMATCH : 0;
 }
 
 /* ceiling_run - the threads of one run over c[0..conc); returns the exit code. */
@@ -411,7 +413,7 @@ ceiling_run(const struct ceiling_opts *o, struct ceiling *c, struct sim_lat *lat
 }
 
 int
-sim_dbceiling_main(int argc, char **argv)
+bench_dbceiling_main(int argc, char **argv)
 {
 	struct ceiling_opts o;
 	struct ceiling *c = NULL;
@@ -428,7 +430,7 @@ sim_dbceiling_main(int argc, char **argv)
 		rc = rc < 0 ? 0 : rc;
 		goto done;
 	}
-	if ((rc = conf_bootstrap(o.conf, PROC_SIM, &cf, "paycb-sim")) != 0) {
+	if ((rc = conf_bootstrap(o.conf, BENCH_PROC, &cf, "paycb-bench")) != 0) {
 		goto done;
 	}
 	for (size_t i = 0; i < sizeof(body); i++)
@@ -440,7 +442,7 @@ sim_dbceiling_main(int argc, char **argv)
 		goto done;
 	if (o.shape == SH_PUBLISH && (kq_producer_new(&cf.kafka, &kp, err, sizeof(err)) != 0 ||
 	                              kq_producer_warm(kp, topic, 5000) != 0)) {
-		fprintf(stderr, "paycb-sim dbceiling: %s\n", kp ? "the broker is away" : err);
+		fprintf(stderr, "paycb-bench dbceiling: %s\n", kp ? "the broker is away" : err);
 		rc = EXIT_UNAVAILABLE;
 		goto done;
 	}
@@ -463,7 +465,7 @@ sim_dbceiling_main(int argc, char **argv)
 	if ((o.shape == SH_PROCESS || o.shape == SH_PAYMENT) &&
 	    prepare_backlog(&cf, c[0].run, o.count, o.shape == SH_PROCESS ? rows : NULL, err,
 	                    sizeof(err)) != 0) {
-		fprintf(stderr, "paycb-sim dbceiling: %s\n", err);
+		fprintf(stderr, "paycb-bench dbceiling: %s\n", err);
 		rc = EXIT_UNAVAILABLE;
 		goto done;
 	}

@@ -1,0 +1,60 @@
+/*
+ * paycb-bench - the measurements `make bench` (tools/bench.sh) sets beside the pipeline's:
+ *
+ *   dbceiling  the database's own ceiling for ingest's INSERT, the processor's transaction,
+ *              a whole payment, or an INSERT with its publish waited for, by a plain client
+ *   drain      how fast the processors finish a backlog, from the rows' own done_at
+ *
+ * The load itself comes from paycb-sim, which plays the channels (run, junk). See
+ * docs/bench.md. Exit codes: 0 measured, 1 the measurement did not finish (failed items, a
+ * backlog not drained in time), 64 usage, 69 a service is unavailable, 70 an internal error,
+ * 78 a configuration error.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "daemon.h"
+#include "log.h"
+
+#ifndef PAYCB_VERSION
+#define PAYCB_VERSION "0.0.0"
+#endif
+
+static void
+usage(FILE *fp)
+{
+	fprintf(fp, "usage: paycb-bench COMMAND [OPTIONS]\n\n"
+	            "  dbceiling -c CONF [--shape reserve|process|payment|publish] "
+	            "[--concurrency C]\n"
+	            "        [--count N] [--report FILE]\n"
+	            "  drain -c CONF (--mark | --after-id ID --count N) [--wait S] "
+	            "[--report FILE]\n\n"
+	            "CONF defaults to $PAYCB_CONF. See docs/bench.md.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : "";
+
+	log_init("paycb-bench");
+	/* Line by line, so the figures interleave with bench.sh's own output. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("paycb-bench %s\n", PAYCB_VERSION);
+		return 0;
+	}
+	/* Each command parses its own options after its name. */
+	argv[1] = argv[0];
+	if (strcmp(cmd, "dbceiling") == 0)
+		return bench_dbceiling_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "drain") == 0)
+		return bench_drain_main(argc - 1, argv + 1);
+	usage(stderr);
+	return EXIT_USAGE;
+}
