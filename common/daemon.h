@@ -49,10 +49,16 @@
 /* The loop's *wait_ms for "until a signal or daemon_wake()". */
 #define DAEMON_WAIT_FOREVER (-1LL)
 
+/*
+ * A daemon's operations are named <prefix>_daemon_init, _loop, _drain and _reload
+ * (ingest_daemon_init, proc_daemon_loop, retrier_daemon_drain, recon_daemon_reload): the
+ * word "daemon" says the skeleton calls them, and keeps them apart from the in-process
+ * entry points the tests drive (proc_open, retrier_open/cycle/close).
+ */
 struct daemon_ops {
 	const char *name; /* program name for --help and logs */
 	const char *summary;
-	unsigned proc; /* PROC_* mask for config checks */
+	unsigned prog; /* PROG_* mask for config checks */
 	/* Builds the program's state; returns 0 or an exit code. */
 	int (*init)(const struct conf *cf, void **state);
 	/* Does one bounded piece of work without waiting; returns 0 to go on, with *wait_ms

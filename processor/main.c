@@ -14,10 +14,10 @@
 static const struct daemon_ops processor_ops = {
     .name = "paycb-processor",
     .summary = "Applies payment and refund callbacks to orders, exactly once.",
-    .proc = PROC_PROCESSOR,
-    .init = proc_init,
-    .loop = proc_loop,
-    .drain = proc_drain,
+    .prog = PROG_PROCESSOR,
+    .init = proc_daemon_init,
+    .loop = proc_daemon_loop,
+    .drain = proc_daemon_drain,
 };
 
 int

@@ -212,9 +212,9 @@ enum proc_rc proc_apply(struct proc *p, const struct msg_callback *m, const char
 int proc_close(struct proc *p);
 
 /* processor_daemon.c */
-int proc_init(const struct conf *cf, void **state);
-int proc_loop(void *state, long long *wait_ms);
-int proc_drain(void *state);
+int proc_daemon_init(const struct conf *cf, void **state);
+int proc_daemon_loop(void *state, long long *wait_ms);
+int proc_daemon_drain(void *state);
 
 /* processor_consume.c */
 /* Stops every worker and makes the process exit with code; the first caller's code wins. */

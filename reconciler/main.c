@@ -10,11 +10,11 @@
 static const struct daemon_ops reconciler_ops = {
     .name = "paycb-reconciler",
     .summary = "the outbound side: refunds, payment queries, closes at the channels",
-    .proc = PROC_RECONCILER,
-    .init = recon_d_init,
-    .loop = recon_d_loop,
-    .drain = recon_d_drain,
-    .reload = recon_d_reload,
+    .prog = PROG_RECONCILER,
+    .init = recon_daemon_init,
+    .loop = recon_daemon_loop,
+    .drain = recon_daemon_drain,
+    .reload = recon_daemon_reload,
 };
 
 int

@@ -10,10 +10,10 @@
 static const struct daemon_ops retrier_ops = {
     .name = "paycb-retrier",
     .summary = "the retry scheduler: leases, backoff ladder, dead letters, outbox, purge",
-    .proc = PROC_RETRIER,
-    .init = retrier_d_init,
-    .loop = retrier_d_loop,
-    .drain = retrier_d_drain,
+    .prog = PROG_RETRIER,
+    .init = retrier_daemon_init,
+    .loop = retrier_daemon_loop,
+    .drain = retrier_daemon_drain,
 };
 
 int

@@ -500,7 +500,7 @@ late_notification(const struct chan_case *ch, const char *order, const char *txn
 	char err[256], path[128], amount[32];
 	int nm = 0, status = -1, rc = -1;
 
-	if (r == NULL || conf_load(conf_path, PROC_SIM, &lc, &errs) != 0 ||
+	if (r == NULL || conf_load(conf_path, PROG_SIM, &lc, &errs) != 0 ||
 	    sim_merchants_load(&lc, keys, &m, &nm, err, sizeof(err)) != 0)
 		goto done;
 	snprintf(amount, sizeof(amount), "%lld.%02lld", cents / 100, cents % 100);

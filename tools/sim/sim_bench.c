@@ -428,7 +428,7 @@ sim_dbceiling_main(int argc, char **argv)
 		rc = rc < 0 ? 0 : rc;
 		goto done;
 	}
-	if ((rc = conf_bootstrap(o.conf, PROC_SIM, &cf, "paycb-sim")) != 0) {
+	if ((rc = conf_bootstrap(o.conf, PROG_SIM, &cf, "paycb-sim")) != 0) {
 		goto done;
 	}
 	for (size_t i = 0; i < sizeof(body); i++)

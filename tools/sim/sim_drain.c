@@ -147,7 +147,7 @@ sim_drain_main(int argc, char **argv)
 	memset(&cf, 0, sizeof(cf));
 	if ((rc = drain_opts(argc, argv, &conf, &report, &mark, &after, &count, &wait_s)) != 0)
 		goto done;
-	if ((rc = conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim")) != 0) {
+	if ((rc = conf_bootstrap(conf, PROG_SIM, &cf, "paycb-sim")) != 0) {
 		goto done;
 	}
 	if (db_open(&db, &cf.db) != DB_OK) {
