@@ -76,10 +76,11 @@ ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve, con
 	log_warn(NULL,
 	         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" stage=%s "
 	         "body_len=%zu body_sha256=%s",
-	         chan_notify_name(req->ch), req->im->cm->id, verr_name(ve),
+	         chan_notify_name(req->ch), req->im->cm->id, notify_verr_name(ve),
 	         log_quoted(s1, sizeof(s1), reason), pre ? "precheck" : "verify", req->len,
 	         req->sha);
-	ingest_answer(req->ch, 0, chan_notify_table[req->ch]->status(0, ve), verr_name(ve), resp);
+	ingest_answer(req->ch, 0, chan_notify_table[req->ch]->status(0, ve), notify_verr_name(ve),
+	              resp);
 }
 
 static const char *SQL_UNROUTABLE =

@@ -135,33 +135,33 @@ previous_apiv3_key_opens_the_old_resources(void **state)
 
 	(void)state;
 	assert_non_null(key);
-	assert_int_equal(wx_sign_notify(key, "5A", (const uint8_t *)APIV3_OLD,
+	assert_int_equal(notify_wx_sign(key, "5A", (const uint8_t *)APIV3_OLD,
 	                                "TRANSACTION.SUCCESS", plain, time(NULL), &body, ts, nonce,
 	                                &sig),
 	                 0);
 	write_file(secret, APIV3_NEW "\n");
 	write_file(secret2, APIV3_OLD);
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(keys_wx_apiv3_load(&m, secret, err, sizeof(err)), 0);
+	assert_int_equal(notify_keys_wx_apiv3_load(&m, secret, err, sizeof(err)), 0);
 	/* The current key alone: the tag refuses it. */
-	assert_int_equal(wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out, &olen,
-	                                 reason, sizeof(reason)),
+	assert_int_equal(notify_wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out,
+	                                        &olen, reason, sizeof(reason)),
 	                 VERR_DECRYPT);
-	assert_int_equal(keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), 0);
-	assert_int_equal(wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out, &olen,
-	                                 reason, sizeof(reason)),
+	assert_int_equal(notify_keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), 0);
+	assert_int_equal(notify_wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out,
+	                                        &olen, reason, sizeof(reason)),
 	                 VERR_OK);
 	assert_int_equal(olen, strlen(plain));
 	assert_memory_equal(out, plain, olen);
 	free(out);
 	/* The same key as both is a mistake, named without the key. */
-	keys_wx_free(&m);
-	assert_int_equal(keys_wx_apiv3_load(&m, secret2, err, sizeof(err)), 0);
-	assert_int_equal(keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), -1);
+	notify_keys_wx_free(&m);
+	assert_int_equal(notify_keys_wx_apiv3_load(&m, secret2, err, sizeof(err)), 0);
+	assert_int_equal(notify_keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "previous APIv3 key is the current one"));
 	assert_null(strstr(err, APIV3_OLD));
 	assert_int_equal(m.apiv3_prev_len, 0);
-	keys_wx_free(&m);
+	notify_keys_wx_free(&m);
 	free(body);
 	free(sig);
 	EVP_PKEY_free(key);
