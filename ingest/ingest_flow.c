@@ -145,7 +145,7 @@ ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
                const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
 {
 	struct cblog_row r = {
-	    .log = ingest_log(n),
+	    .cblog = ingest_log(n),
 	    .merchant_id = req->im->cm->id,
 	    .channel = chan_notify_name(req->ch),
 	    .channel_trade_no = n->channel_trade_no,
@@ -176,7 +176,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	int klen, vlen, rc;
 
 	memset(&m, 0, sizeof(m));
-	m.log = ingest_log(n);
+	m.cblog = ingest_log(n);
 	m.id = id;
 	m.attempt = 1;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", req->im->cm->id);

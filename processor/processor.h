@@ -142,7 +142,7 @@ struct proc_result {
 
 /* A callback-log row as the transactions read it. */
 struct proc_row {
-	enum cblog log;
+	enum cblog cblog;
 	unsigned long long id;
 	char merchant[65];
 	char channel[17];

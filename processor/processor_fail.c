@@ -117,7 +117,7 @@ proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *ou
 	enum db_rc rc;
 
 	r->outcome = outcome;
-	rc = db_exec(&w->db, SQL_MARK_DONE[row->log], in, 2, &n, NULL);
+	rc = db_exec(&w->db, SQL_MARK_DONE[row->cblog], in, 2, &n, NULL);
 	if (rc != DB_OK)
 		return proc_tx_error(w, rc, "mark done", r);
 	if (n != 1) {
@@ -149,7 +149,7 @@ proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
 
 	r->outcome = "dead";
 	snprintf(r->reason, sizeof(r->reason), "%s", reason);
-	rc = db_exec(&w->db, SQL_MARK_DEAD[row->log], in, 4, &n, NULL);
+	rc = db_exec(&w->db, SQL_MARK_DEAD[row->cblog], in, 4, &n, NULL);
 	if (rc != DB_OK)
 		return proc_tx_error(w, rc, "mark dead", r);
 	if (n != 1) {

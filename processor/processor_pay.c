@@ -162,7 +162,7 @@ proc_pay_detail(const struct proc_row *row, const struct proc_order *o, const ch
 	snprintf(buf, len,
 	         "%s: %s payment %.128s of %s %s for order %.128s (%s %s %s, paid by "
 	         "%.128s): %s",
-	         cblog_ref(ref, sizeof(ref), row->log, row->id), row->channel, row->trade_no,
+	         cblog_ref(ref, sizeof(ref), row->cblog, row->id), row->channel, row->trade_no,
 	         row->amount, row->currency, row->order, o->status, o->amount, o->currency,
 	         o->trade_no[0] ? o->trade_no : "-", what);
 }

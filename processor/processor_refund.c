@@ -40,7 +40,7 @@ proc_refund_lock(struct proc_worker *w, unsigned long long id, struct proc_row *
 	enum db_rc rc;
 
 	memset(row, 0, sizeof(*row));
-	row->log = CBLOG_REFUND;
+	row->cblog = CBLOG_REFUND;
 	row->id = id;
 	rc = db_query(&w->db,
 	              "SELECT merchant_id, channel, refund_no, channel_trade_no, out_trade_no, "
@@ -65,11 +65,10 @@ proc_refund_detail(const struct proc_row *row, const struct proc_order *o, const
 	snprintf(buf, len,
 	         "%s: %s refund %.128s (status %s) of %s %s, payment %.128s, order %.128s "
 	         "(%s, paid by %.128s): %s",
-	         cblog_ref(ref, sizeof(ref), row->log, row->id), row->channel, row->trade_no,
-	         row->chan_status[0] ? row->chan_status : "-",
-	         row->amount, row->currency, row->pay_trade_no[0] ? row->pay_trade_no : "-",
-	         row->order, o->id ? o->status : "missing", o->trade_no[0] ? o->trade_no : "-",
-	         what);
+	         cblog_ref(ref, sizeof(ref), row->cblog, row->id), row->channel, row->trade_no,
+	         row->chan_status[0] ? row->chan_status : "-", row->amount, row->currency,
+	         row->pay_trade_no[0] ? row->pay_trade_no : "-", row->order,
+	         o->id ? o->status : "missing", o->trade_no[0] ? o->trade_no : "-", what);
 }
 
 /* What each alert of the refund rules says, after the refund's names. */

@@ -105,7 +105,7 @@ one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 {
 	char trade[64];
 	struct cblog_row r = {
-	    .log = CBLOG_PAY,
+	    .cblog = CBLOG_PAY,
 	    .merchant_id = "default",
 	    .channel = "wxpay",
 	    .channel_trade_no = trade,
@@ -203,7 +203,7 @@ fail:
 static enum db_rc
 one_publish(struct ceiling *c, struct db *db, int i)
 {
-	struct msg_callback m = {.log = CBLOG_PAY, .channel = "wxpay", .attempt = 1};
+	struct msg_callback m = {.cblog = CBLOG_PAY, .channel = "wxpay", .attempt = 1};
 	char key[256], val[512], err[256];
 	int klen, vlen;
 	enum db_rc rc;
