@@ -89,6 +89,15 @@ proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what, struct pro
 	return w->db.broken ? TX_DB_DOWN : TX_RETRY;
 }
 
+/* proc_tx_retry - ends a transaction as a retryable failure for reason */
+enum proc_tx
+proc_tx_retry(struct proc_worker *w, const char *reason, struct proc_result *r)
+{
+	snprintf(r->reason, sizeof(r->reason), "%s", reason);
+	proc_rollback(&w->db);
+	return TX_RETRY;
+}
+
 enum db_rc
 proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind, const char *detail,
            struct proc_result *r)
