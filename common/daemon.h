@@ -78,6 +78,26 @@ struct daemon_ops {
 	int (*reload)(void *state, struct conf *nc, char *err, size_t errlen);
 };
 
+/*
+ * DAEMON_MAIN - a daemon's whole main(): the skeleton with the ops <prefix>_daemon_init,
+ * _loop and _drain, and reload (NULL when the program has none). The pasted names hold every
+ * daemon to the one naming pattern.
+ */
+#define DAEMON_MAIN(prefix, prog_name, text, prog_mask, reload_fn)                                 \
+	static const struct daemon_ops prefix##_daemon_ops = {                                     \
+	    .name = (prog_name),                                                                   \
+	    .summary = (text),                                                                     \
+	    .prog = (prog_mask),                                                                   \
+	    .init = prefix##_daemon_init,                                                          \
+	    .loop = prefix##_daemon_loop,                                                          \
+	    .drain = prefix##_daemon_drain,                                                        \
+	    .reload = (reload_fn),                                                                 \
+	};                                                                                         \
+	int main(int argc, char **argv)                                                            \
+	{                                                                                          \
+		return daemon_main(argc, argv, &prefix##_daemon_ops);                              \
+	}
+
 extern volatile sig_atomic_t daemon_stop_requested;
 extern volatile sig_atomic_t daemon_reload_requested;
 

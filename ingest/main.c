@@ -164,18 +164,6 @@ ingest_daemon_reload(void *state, struct conf *nc, char *err, size_t errlen)
 	return 0;
 }
 
-int
-main(int argc, char **argv)
-{
-	static const struct daemon_ops ops = {
-	    .name = "paycb-ingest",
-	    .summary = "Receives payment notifications, verifies, stores and publishes them.",
-	    .prog = PROG_INGEST,
-	    .init = ingest_daemon_init,
-	    .loop = ingest_daemon_loop,
-	    .drain = ingest_daemon_drain,
-	    .reload = ingest_daemon_reload,
-	};
-
-	return daemon_main(argc, argv, &ops);
-}
+DAEMON_MAIN(ingest, "paycb-ingest",
+            "Receives payment notifications, verifies, stores and publishes them.", PROG_INGEST,
+            ingest_daemon_reload)

@@ -11,17 +11,5 @@
 #include "daemon.h"
 #include "processor.h"
 
-static const struct daemon_ops processor_ops = {
-    .name = "paycb-processor",
-    .summary = "Applies payment and refund callbacks to orders, exactly once.",
-    .prog = PROG_PROCESSOR,
-    .init = proc_daemon_init,
-    .loop = proc_daemon_loop,
-    .drain = proc_daemon_drain,
-};
-
-int
-main(int argc, char **argv)
-{
-	return daemon_main(argc, argv, &processor_ops);
-}
+DAEMON_MAIN(proc, "paycb-processor",
+            "Applies payment and refund callbacks to orders, exactly once.", PROG_PROCESSOR, NULL)

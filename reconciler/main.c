@@ -7,18 +7,6 @@
 #include "daemon.h"
 #include "reconciler.h"
 
-static const struct daemon_ops reconciler_ops = {
-    .name = "paycb-reconciler",
-    .summary = "the outbound side: refunds, payment queries, closes at the channels",
-    .prog = PROG_RECONCILER,
-    .init = recon_daemon_init,
-    .loop = recon_daemon_loop,
-    .drain = recon_daemon_drain,
-    .reload = recon_daemon_reload,
-};
-
-int
-main(int argc, char **argv)
-{
-	return daemon_main(argc, argv, &reconciler_ops);
-}
+DAEMON_MAIN(recon, "paycb-reconciler",
+            "the outbound side: refunds, payment queries, closes at the channels", PROG_RECONCILER,
+            recon_daemon_reload)
