@@ -282,7 +282,7 @@ int notify_stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *
                               time_t t, char *hdr, size_t hlen);
 
 /*
- * keys_*: load merchant keys from files. Each returns 0 or -1 with err naming the file and
+ * notify_keys_*: load merchant keys from files. Each returns 0 or -1 with err naming the file and
  * what is wrong (never the secret).
  *
  * notify_keys_wx_add: a platform certificate PEM (serial taken from the certificate; key_id, if not

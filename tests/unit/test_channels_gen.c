@@ -4,8 +4,8 @@
  * The group setup makes four RSA-2048 keys, two self-signed WeChat platform certificates (one
  * serial with a leading zero byte), a PUB_KEY_ID_ public key, an APIv3 key file, Alipay key
  * files (bare base64 and certificate) and Stripe secret files, and loads them all through the
- * keys_* loaders. Every notification is produced by the *_sign_* functions the simulator uses
- * and checked by the verifiers the daemon uses: payments, partial and full refunds, key
+ * notify_keys_* loaders. Every notification is produced by the *_sign_* functions the simulator
+ * uses and checked by the verifiers the daemon uses: payments, partial and full refunds, key
  * rotation, and the hostile cases (bad signatures, clock skew, header games, malformed and
  * non-UTF-8 bodies, GCM tag failure, amounts that are not integers). Authentic notifications
  * that are not the merchant's to apply (another mchid, sub_mchid, app id, seller, Connect
