@@ -12,7 +12,8 @@
  *                        proc_apply, proc_close) that runs one message as the daemon does
  *   processor_consume.c  a worker's poll loop, the rebalance callback, pause/seek holds
  *   processor_handle.c   one message: pre-check, route to pay or refund, log, store offset
- *   processor_pay.c      the payment transaction
+ *   processor_pay.c      the payment transaction, and the opening both transactions share
+ *                        (proc_tx_open: the callback row's and the order's locks)
  *   processor_refund.c   the refund transaction
  *   processor_decide.c   the state machine's decision: a rule table and pure functions
  *   processor_ledger.c   the refund ledger and the refund requests, read and written

@@ -130,17 +130,11 @@ dlq_collect(void *arg, struct db_out *o)
 static int
 dlq_job(struct retrier *r, enum cblog lg, const struct dlq_row *w, struct retrier_job *j)
 {
-	struct msg_dead_letter d = {.cblog = lg,
-	                            .id = w->id,
-	                            .merchant_id = w->merchant,
-	                            .channel = w->channel,
-	                            .channel_trade_no = w->trade,
-	                            .out_trade_no = w->order,
-	                            .retry_count = w->retry_count,
-	                            .last_error = w->last_error,
-	                            .reason = w->reason,
-	                            .created_at = w->created_at,
-	                            .dead_at = w->dead_at};
+	struct msg_dead_letter d = {.cblog = lg, .id = w->id, .merchant_id = w->merchant,
+	                            .channel = w->channel, .channel_trade_no = w->trade,
+	                            .out_trade_no = w->order, .retry_count = w->retry_count,
+	                            .last_error = w->last_error, .reason = w->reason,
+	                            .created_at = w->created_at, .dead_at = w->dead_at};
 	int n;
 
 	if ((n = msg_key(w->merchant, w->order, j->key, sizeof(j->key))) < 0 ||

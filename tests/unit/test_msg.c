@@ -130,15 +130,10 @@ test_key_is_merchant_bar_order(void **state)
 static void
 test_dead_letter_bytes(void **state)
 {
-	struct msg_dead_letter d = {.cblog = CBLOG_REFUND,
-	                            .id = 7,
-	                            .merchant_id = "m1",
-	                            .channel = "wxpay",
-	                            .channel_trade_no = "R1",
-	                            .out_trade_no = "O1",
-	                            .retry_count = 9,
-	                            .last_error = "say \"no\"",
-	                            .reason = "ladder_exhausted",
+	struct msg_dead_letter d = {.cblog = CBLOG_REFUND, .id = 7, .merchant_id = "m1",
+	                            .channel = "wxpay", .channel_trade_no = "R1",
+	                            .out_trade_no = "O1", .retry_count = 9,
+	                            .last_error = "say \"no\"", .reason = "ladder_exhausted",
 	                            .created_at = "2026-01-02 03:04:05.006",
 	                            .dead_at = "2026-01-02 04:04:05.006"};
 	size_t len = 0;
