@@ -36,7 +36,7 @@ chan_ali_sign_content(const struct chan_kv *params, size_t n, char **out, size_t
 	}
 	/* form_add refuses a duplicated name. A request signs its sign_type, as a
 	 * notification's "V2" rule does (keep_sign_type). */
-	rc = ali_sign_content(&f, 1, out, outlen);
+	rc = notify_ali_sign_content(&f, 1, out, outlen);
 done:
 	form_free(&f);
 	return rc;

@@ -44,7 +44,7 @@ notify_list_copy(char *dst, size_t cap, int *n, const struct cfg_strs *src)
 }
 
 const char *
-verr_name(enum verr e)
+notify_verr_name(enum verr e)
 {
 	static const char *const names[] = {
 	    [VERR_OK] = "ok",

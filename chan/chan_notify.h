@@ -12,7 +12,7 @@
  *
  * A verifier takes the raw request (headers and body bytes exactly as received), checks its
  * authenticity first and only then parses it into a struct notify. Nothing here logs; the
- * caller logs the verr_name() label, the reason text, lengths and body hashes.
+ * caller logs the notify_verr_name() label, the reason text, lengths and body hashes.
  */
 #ifndef PAYCB_CHAN_NOTIFY_H
 #define PAYCB_CHAN_NOTIFY_H
@@ -41,7 +41,7 @@ enum notify_kind {
 	NOTIFY_UNROUTABLE = 4
 };
 
-/* Why a request was rejected; used for metrics labels (see verr_name()). */
+/* Why a request was rejected; used for metrics labels (see notify_verr_name()). */
 enum verr {
 	VERR_OK = 0,
 	VERR_HEADER,      /* missing, duplicated, malformed header */
@@ -57,7 +57,7 @@ enum verr {
 };
 /* "ok", "header", "timestamp", "serial", "signature", "decrypt", "body", "amount",
  * "unsupported", "ambiguous"; "unknown" for anything else. */
-const char *verr_name(enum verr);
+const char *notify_verr_name(enum verr);
 
 struct http_hdr {
 	const char *name; /* as received; may contain duplicates; NUL-terminated */
@@ -197,7 +197,8 @@ struct chan_notify_ops {
 	void (*keys_free)(void *keys); /* wipes the secrets; NULL is a no-op */
 	/* "label=count ..." of what keys holds, for the keys_loaded log line; keys may be NULL. */
 	void (*keys_describe)(const void *keys, char *buf, size_t cap);
-	/* The cheap checks of a complete request (see wx_precheck) and the full verification. */
+	/* The cheap checks of a complete request (see notify_wx_precheck) and the full
+	 * verification. */
 	enum verr (*precheck)(const void *keys, const struct chan_req *req, char *reason,
 	                      size_t rlen);
 	enum verr (*verify_parse)(const void *keys, const struct chan_req *req, struct notify *out,
@@ -216,7 +217,7 @@ struct chan_notify_ops {
 #define CHAN_NOTIFY_COUNT 3
 /* Every channel, in the order of their metrics and log labels. */
 extern const struct chan_notify_ops *const chan_notify_table[CHAN_NOTIFY_COUNT];
-extern const struct chan_notify_ops chan_notify_wx_ops, chan_notify_ali_ops, chan_notify_stripe_ops;
+extern const struct chan_notify_ops notify_wx_ops, notify_ali_ops, notify_stripe_ops;
 /* The index in chan_notify_table of the channel called name, or -1. */
 int chan_notify_find(const char *name);
 /* The name of entry i of the table, "unknown" out of range. */
@@ -235,26 +236,26 @@ const char *chan_notify_name(int i);
  * subset of its verifier with the same verdict, so a request refused here would have been
  * refused there with the same answer. No RSA, no MAC, no parsing of the body.
  */
-enum verr wx_precheck(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs, time_t now,
-                      char *reason, size_t rlen);
-enum verr ali_precheck(const struct ali_merchant *, const uint8_t *body, size_t len, char *reason,
-                       size_t rlen);
-enum verr stripe_precheck(const struct http_hdr *, size_t nhdrs, char *reason, size_t rlen);
-enum verr wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
-                          const uint8_t *body, size_t len, time_t now, struct notify *out,
-                          char *reason, size_t rlen);
-enum verr ali_verify_parse(const struct ali_merchant *, const uint8_t *body, size_t len,
-                           struct notify *out, char *reason, size_t rlen);
-enum verr stripe_verify_parse(const struct stripe_merchant *, const struct http_hdr *, size_t nhdrs,
-                              const uint8_t *body, size_t len, time_t now, struct notify *out,
+enum verr notify_wx_precheck(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
+                             time_t now, char *reason, size_t rlen);
+enum verr notify_ali_precheck(const struct ali_merchant *, const uint8_t *body, size_t len,
                               char *reason, size_t rlen);
+enum verr notify_stripe_precheck(const struct http_hdr *, size_t nhdrs, char *reason, size_t rlen);
+enum verr notify_wx_verify_parse(const struct wx_merchant *, const struct http_hdr *, size_t nhdrs,
+                                 const uint8_t *body, size_t len, time_t now, struct notify *out,
+                                 char *reason, size_t rlen);
+enum verr notify_ali_verify_parse(const struct ali_merchant *, const uint8_t *body, size_t len,
+                                  struct notify *out, char *reason, size_t rlen);
+enum verr notify_stripe_verify_parse(const struct stripe_merchant *, const struct http_hdr *,
+                                     size_t nhdrs, const uint8_t *body, size_t len, time_t now,
+                                     struct notify *out, char *reason, size_t rlen);
 
 /*
  * Decrypts the resource of a WeChat notification body into a new buffer *plain (free it)
  * WITHOUT checking the signature: for tests and operator tools only, never for ingest.
  */
-enum verr wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_t len,
-                          uint8_t **plain, size_t *plen, char *reason, size_t rlen);
+enum verr notify_wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_t len,
+                                 uint8_t **plain, size_t *plen, char *reason, size_t rlen);
 
 /*
  * Builds Alipay's string to sign from decoded parameters: every parameter except "sign"
@@ -262,45 +263,47 @@ enum verr wx_decrypt_body(const struct wx_merchant *, const uint8_t *body, size_
  * bytes, joined as name=value with '&'. Alipay requests (chan_ali_sign_content) are signed
  * over the same string, with keep_sign_type. *out is a new buffer (free it). Returns 0 or -1.
  */
-int ali_sign_content(const struct form *params, int keep_sign_type, char **out, size_t *outlen);
+int notify_ali_sign_content(const struct form *params, int keep_sign_type, char **out,
+                            size_t *outlen);
 
 /*
  * Signing side, used by the simulator (paycb-sim) and tests so their notifications go through
  * exactly the verifier above. They produce headers/body as the real channel would. Each
  * returns 0 or -1; outputs that are char ** are new buffers to free.
  */
-int wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
+int notify_wx_sign(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
                    const char *event_type, const char *resource_plaintext_json, time_t ts,
                    /* out */ char **body, char hdr_timestamp[24], char hdr_nonce[40],
                    char **hdr_signature);
-int ali_sign_notify(EVP_PKEY *alipay_priv, /* params without sign */ const char *const *keys,
+int notify_ali_sign(EVP_PKEY *alipay_priv, /* params without sign */ const char *const *keys,
                     const char *const *values, size_t n,
                     char **form_body /* urlencoded, with sign_type=RSA2&sign=... */);
-int stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen,
-                       time_t t, char *hdr, size_t hlen);
+int notify_stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen,
+                              time_t t, char *hdr, size_t hlen);
 
 /*
- * keys_*: load merchant keys from files. Each returns 0 or -1 with err naming the file and
+ * notify_keys_*: load merchant keys from files. Each returns 0 or -1 with err naming the file and
  * what is wrong (never the secret).
  *
- * keys_wx_add: a platform certificate PEM (serial taken from the certificate; key_id, if not
+ * notify_keys_wx_add: a platform certificate PEM (serial taken from the certificate; key_id, if not
  * NULL, must name the same serial) or a WeChat Pay public-key PEM, whose key_id must be its
- * "PUB_KEY_ID_<digits>". keys_wx_apiv3_load: exactly 32 bytes after trimming one trailing
- * newline; keys_wx_apiv3_previous: the same for the key a rotation replaces. keys_ali_add: an
- * Alipay public key (PEM, bare base64 or certificate). keys_stripe_add: an endpoint secret, one
- * trailing newline trimmed.
+ * "PUB_KEY_ID_<digits>". notify_keys_wx_apiv3_load: exactly 32 bytes after trimming one trailing
+ * newline; notify_keys_wx_apiv3_previous: the same for the key a rotation replaces.
+ * notify_keys_ali_add: an Alipay public key (PEM, bare base64 or certificate).
+ * notify_keys_stripe_add: an endpoint secret, one trailing newline trimmed.
  */
-int keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
-                size_t errlen);
-int keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen);
-int keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_t errlen);
-int keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
-int keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
+int notify_keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
+                       size_t errlen);
+int notify_keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen);
+int notify_keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err,
+                                  size_t errlen);
+int notify_keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen);
+int notify_keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen);
 /* Free every key and wipe every secret; the struct is zeroed and may be reused. NULL is a
  * no-op. */
-void keys_wx_free(struct wx_merchant *m);
-void keys_ali_free(struct ali_merchant *m);
-void keys_stripe_free(struct stripe_merchant *m);
+void notify_keys_wx_free(struct wx_merchant *m);
+void notify_keys_ali_free(struct ali_merchant *m);
+void notify_keys_stripe_free(struct stripe_merchant *m);
 
 /*
  * Helpers shared by the channel parsers (defined in chan_notify.c). Each enum verr helper
@@ -332,7 +335,8 @@ unsigned notify_status_plain(int ok, enum verr ve);
 void *notify_keys_alloc(size_t size, char *err, size_t errlen);
 /* A configured list into a verifier's table of at most NOTIFY_LIST_MAX entries of cap bytes. */
 void notify_list_copy(char *dst, size_t cap, int *n, const struct cfg_strs *src);
-/* wx_sign_notify's signature as the WeChat Pay operation (chan_notify_wx_sign.c). */
-int wx_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struct chan_signed *out);
+/* notify_wx_sign's signature as the WeChat Pay operation (chan_notify_wx_sign.c). */
+int notify_wx_sign_op(const struct chan_signer *s, const struct chan_sign_in *in,
+                      struct chan_signed *out);
 
 #endif

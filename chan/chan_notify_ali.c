@@ -1,5 +1,5 @@
 /*
- * chan_notify_ali - Alipay as a channel (chan_notify_ali_ops): verification and parsing of its
+ * chan_notify_ali - Alipay as a channel (notify_ali_ops): verification and parsing of its
  * async notifications (RSA2), its answers, its keys, and the matching signer for the
  * simulator and tests.
  *
@@ -44,7 +44,7 @@ ali_cmp(const void *a, const void *b)
 }
 
 int
-ali_sign_content(const struct form *f, int keep_sign_type, char **out, size_t *outlen)
+notify_ali_sign_content(const struct form *f, int keep_sign_type, char **out, size_t *outlen)
 {
 	const struct form_pair **v = NULL;
 	size_t n = 0, total = 0, o = 0;
@@ -95,7 +95,7 @@ ali_verify_rule(const struct ali_merchant *m, const struct form *f, int keep_sig
 	size_t clen;
 	int ok = 0;
 
-	if (ali_sign_content(f, keep_sign_type, &content, &clen) != 0)
+	if (notify_ali_sign_content(f, keep_sign_type, &content, &clen) != 0)
 		return 0;
 	for (int i = 0; i < m->nkeys && i < 4 && !ok; i++)
 		if (m->keys[i] != NULL &&
@@ -302,8 +302,8 @@ ali_sign_bytes(const uint8_t *v, size_t vlen)
 }
 
 enum verr
-ali_precheck(const struct ali_merchant *m, const uint8_t *body, size_t len, char *reason,
-             size_t rlen)
+notify_ali_precheck(const struct ali_merchant *m, const uint8_t *body, size_t len, char *reason,
+                    size_t rlen)
 {
 	size_t pairs = len > 0 ? 1 : 0;
 	long siglen = -1;
@@ -348,8 +348,8 @@ ali_precheck(const struct ali_merchant *m, const uint8_t *body, size_t len, char
 }
 
 enum verr
-ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len, struct notify *out,
-                 char *reason, size_t rlen)
+notify_ali_verify_parse(const struct ali_merchant *m, const uint8_t *body, size_t len,
+                        struct notify *out, char *reason, size_t rlen)
 {
 	const struct form_pair *sign, *stype, *charset, *app, *seller;
 	uint8_t sig[CRYPTO_RSA_MAX_BYTES];
@@ -425,7 +425,7 @@ done:
 }
 
 int
-ali_sign_notify(EVP_PKEY *alipay_priv, const char *const *keys, const char *const *values, size_t n,
+notify_ali_sign(EVP_PKEY *alipay_priv, const char *const *keys, const char *const *values, size_t n,
                 char **form_body)
 {
 	struct form f = {0};
@@ -441,7 +441,7 @@ ali_sign_notify(EVP_PKEY *alipay_priv, const char *const *keys, const char *cons
 		    form_add(&f, keys[i], strlen(keys[i]), values[i], strlen(values[i])) != 0)
 			goto done;
 	}
-	if (ali_sign_content(&f, 0, &content, &clen) != 0 ||
+	if (notify_ali_sign_content(&f, 0, &content, &clen) != 0 ||
 	    crypto_rsa_sha256_sign(alipay_priv, (const uint8_t *)content, clen, &sig, &siglen) !=
 	        0 ||
 	    (sig64 = crypto_b64_encode_alloc(sig, siglen)) == NULL ||
@@ -463,7 +463,7 @@ done:
 static void
 ali_keys_free(void *keys)
 {
-	keys_ali_free(keys);
+	notify_keys_ali_free(keys);
 	free(keys);
 }
 
@@ -482,7 +482,7 @@ ali_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys
 	snprintf(m->app_id, sizeof(m->app_id), "%s", cm->alipay.app_id);
 	snprintf(m->seller_id, sizeof(m->seller_id), "%s", cm->alipay.seller_id);
 	for (int k = 0; k < cm->alipay.public_key_files.n; k++)
-		if (keys_ali_add(m, cm->alipay.public_key_files.v[k], err, errlen) != 0)
+		if (notify_keys_ali_add(m, cm->alipay.public_key_files.v[k], err, errlen) != 0)
 			return -1;
 	return 0;
 }
@@ -496,14 +496,14 @@ ali_keys_describe(const void *keys, char *buf, size_t cap)
 static enum verr
 ali_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
 {
-	return ali_precheck(keys, r->body, r->len, reason, rlen);
+	return notify_ali_precheck(keys, r->body, r->len, reason, rlen);
 }
 
 static enum verr
 ali_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
               size_t rlen)
 {
-	return ali_verify_parse(keys, r->body, r->len, out, reason, rlen);
+	return notify_ali_verify_parse(keys, r->body, r->len, out, reason, rlen);
 }
 
 /* Alipay reads only the body: exactly "success", anything else re-sends. */
@@ -539,7 +539,7 @@ ali_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struct c
 		kv[i] = f.pairs[i].key;
 		kv[f.n + i] = f.pairs[i].val;
 	}
-	if (ali_sign_notify(s->priv, kv, kv + f.n, f.n, &out->body) != 0)
+	if (notify_ali_sign(s->priv, kv, kv + f.n, f.n, &out->body) != 0)
 		goto done;
 	out->len = strlen(out->body);
 	snprintf(out->headers, sizeof(out->headers),
@@ -551,7 +551,7 @@ done:
 	return rc;
 }
 
-const struct chan_notify_ops chan_notify_ali_ops = {
+const struct chan_notify_ops notify_ali_ops = {
     .name = "alipay",
     .keys_load = ali_keys_load,
     .keys_free = ali_keys_free,

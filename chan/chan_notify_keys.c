@@ -47,7 +47,8 @@ keys_pub_key_id(const char *id)
 }
 
 int
-keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err, size_t errlen)
+notify_keys_wx_add(struct wx_merchant *m, const char *path, const char *key_id, char *err,
+                   size_t errlen)
 {
 	char serial[CRYPTO_SERIAL_MAX];
 	EVP_PKEY *pkey = NULL;
@@ -116,13 +117,13 @@ keys_apiv3_read(const char *path, uint8_t key[32], size_t *keylen, char *err, si
 }
 
 int
-keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen)
+notify_keys_wx_apiv3_load(struct wx_merchant *m, const char *path, char *err, size_t errlen)
 {
 	return keys_apiv3_read(path, m->apiv3_key, &m->apiv3_key_len, err, errlen);
 }
 
 int
-keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_t errlen)
+notify_keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_t errlen)
 {
 	if (keys_apiv3_read(path, m->apiv3_prev, &m->apiv3_prev_len, err, errlen) != 0)
 		return -1;
@@ -138,7 +139,7 @@ keys_wx_apiv3_previous(struct wx_merchant *m, const char *path, char *err, size_
 }
 
 int
-keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen)
+notify_keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen)
 {
 	EVP_PKEY *pkey;
 
@@ -154,7 +155,7 @@ keys_ali_add(struct ali_merchant *m, const char *path, char *err, size_t errlen)
 }
 
 int
-keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen)
+notify_keys_stripe_add(struct stripe_merchant *m, const char *path, char *err, size_t errlen)
 {
 	uint8_t *buf, *copy;
 	size_t len, n;
@@ -193,7 +194,7 @@ done:
 }
 
 void
-keys_wx_free(struct wx_merchant *m)
+notify_keys_wx_free(struct wx_merchant *m)
 {
 	if (m == NULL)
 		return;
@@ -204,7 +205,7 @@ keys_wx_free(struct wx_merchant *m)
 }
 
 void
-keys_ali_free(struct ali_merchant *m)
+notify_keys_ali_free(struct ali_merchant *m)
 {
 	if (m == NULL)
 		return;
@@ -214,7 +215,7 @@ keys_ali_free(struct ali_merchant *m)
 }
 
 void
-keys_stripe_free(struct stripe_merchant *m)
+notify_keys_stripe_free(struct stripe_merchant *m)
 {
 	if (m == NULL)
 		return;

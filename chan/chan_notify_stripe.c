@@ -1,5 +1,5 @@
 /*
- * chan_notify_stripe - Stripe as a channel (chan_notify_stripe_ops): verification and parsing
+ * chan_notify_stripe - Stripe as a channel (notify_stripe_ops): verification and parsing
  * of its webhook events, its answers, its endpoint secrets, and the matching Stripe-Signature
  * signer for the simulator and tests.
  *
@@ -310,20 +310,20 @@ stripe_read_header(const struct http_hdr *hdrs, size_t nhdrs, struct stripe_hdr 
 }
 
 enum verr
-stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t rlen)
+notify_stripe_precheck(const struct http_hdr *hdrs, size_t nhdrs, char *reason, size_t rlen)
 {
 	struct stripe_hdr h;
 
 	if (rlen > 0)
 		reason[0] = '\0';
-	/* The same header checks, with the same verdicts, as stripe_verify_parse. */
+	/* The same header checks, with the same verdicts, as notify_stripe_verify_parse. */
 	return stripe_read_header(hdrs, nhdrs, &h, reason, rlen);
 }
 
 enum verr
-stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs, size_t nhdrs,
-                    const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
-                    size_t rlen)
+notify_stripe_verify_parse(const struct stripe_merchant *m, const struct http_hdr *hdrs,
+                           size_t nhdrs, const uint8_t *body, size_t len, time_t now,
+                           struct notify *out, char *reason, size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
 	uint8_t mac[CRYPTO_SHA256_LEN];
@@ -373,8 +373,8 @@ done:
 }
 
 int
-stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen, time_t t,
-                   char *hdr, size_t hlen)
+notify_stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_t blen,
+                          time_t t, char *hdr, size_t hlen)
 {
 	uint8_t mac[CRYPTO_SHA256_LEN];
 	char tstr[24], hex[2 * CRYPTO_SHA256_LEN + 1];
@@ -398,7 +398,7 @@ stripe_sign_header(const uint8_t *secret, size_t len, const uint8_t *body, size_
 static void
 stripe_keys_free(void *keys)
 {
-	keys_stripe_free(keys);
+	notify_keys_stripe_free(keys);
 	free(keys);
 }
 
@@ -419,7 +419,7 @@ stripe_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **k
 	                 &cm->stripe.connect_accounts);
 	m->test_mode = cm->stripe.test_mode;
 	for (int k = 0; k < cm->stripe.secret_files.n; k++)
-		if (keys_stripe_add(m, cm->stripe.secret_files.v[k], err, errlen) != 0)
+		if (notify_keys_stripe_add(m, cm->stripe.secret_files.v[k], err, errlen) != 0)
 			return -1;
 	return 0;
 }
@@ -435,15 +435,15 @@ static enum verr
 stripe_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
 {
 	(void)keys;
-	return stripe_precheck(r->hdrs, r->nhdrs, reason, rlen);
+	return notify_stripe_precheck(r->hdrs, r->nhdrs, reason, rlen);
 }
 
 static enum verr
 stripe_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
                  size_t rlen)
 {
-	return stripe_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out, reason,
-	                           rlen);
+	return notify_stripe_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out,
+	                                  reason, rlen);
 }
 
 /* Stripe takes any 2xx as delivered. */
@@ -472,8 +472,8 @@ stripe_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struc
 	int n;
 
 	out->len = strlen(in->content);
-	if (stripe_sign_header(s->secret, s->secret_len, (const uint8_t *)in->content, out->len,
-	                       in->ts, hdr, sizeof(hdr)) != 0 ||
+	if (notify_stripe_sign_header(s->secret, s->secret_len, (const uint8_t *)in->content,
+	                              out->len, in->ts, hdr, sizeof(hdr)) != 0 ||
 	    (out->body = strdup(in->content)) == NULL)
 		return -1;
 	n = snprintf(out->headers, sizeof(out->headers),
@@ -487,7 +487,7 @@ stripe_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struc
 	return 0;
 }
 
-const struct chan_notify_ops chan_notify_stripe_ops = {
+const struct chan_notify_ops notify_stripe_ops = {
     .name = "stripe",
     .keys_load = stripe_keys_load,
     .keys_free = stripe_keys_free,

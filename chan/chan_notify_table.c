@@ -8,9 +8,9 @@
 
 /* Every channel paycb speaks; the position is the channel's index in ingest's metrics. */
 const struct chan_notify_ops *const chan_notify_table[CHAN_NOTIFY_COUNT] = {
-    &chan_notify_wx_ops,
-    &chan_notify_ali_ops,
-    &chan_notify_stripe_ops,
+    &notify_wx_ops,
+    &notify_ali_ops,
+    &notify_stripe_ops,
 };
 
 int

@@ -1,5 +1,5 @@
 /*
- * chan_notify_wx - WeChat Pay APIv3 as a channel (chan_notify_wx_ops): verification and
+ * chan_notify_wx - WeChat Pay APIv3 as a channel (notify_wx_ops): verification and
  * parsing of its notifications, its answers and its keys; the matching signer for the
  * simulator and tests is chan_notify_wx_sign.c.
  *
@@ -230,8 +230,8 @@ done:
 }
 
 enum verr
-wx_decrypt_body(const struct wx_merchant *m, const uint8_t *body, size_t len, uint8_t **plain,
-                size_t *plen, char *reason, size_t rlen)
+notify_wx_decrypt_body(const struct wx_merchant *m, const uint8_t *body, size_t len,
+                       uint8_t **plain, size_t *plen, char *reason, size_t rlen)
 {
 	json_t *env;
 	enum verr e;
@@ -362,8 +362,8 @@ wx_fresh(const struct http_hdr *h, size_t nhdrs, time_t now, int tol, struct wx_
 }
 
 enum verr
-wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs, time_t now,
-            char *reason, size_t rlen)
+notify_wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs, time_t now,
+                   char *reason, size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
 	const struct wx_key *key;
@@ -372,7 +372,8 @@ wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
 
 	if (rlen > 0)
 		reason[0] = '\0';
-	/* The same checks, in the same order and with the same verdicts, as wx_verify_parse. */
+	/* The same checks, in the same order and with the same verdicts, as notify_wx_verify_parse.
+	 */
 	if ((e = wx_fresh(h, nhdrs, now, tol, &w, reason, rlen)) != VERR_OK)
 		return e;
 	if ((key = wx_find_key(m, w.serial, w.seriallen)) == NULL) {
@@ -388,9 +389,9 @@ wx_precheck(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
 }
 
 enum verr
-wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
-                const uint8_t *body, size_t len, time_t now, struct notify *out, char *reason,
-                size_t rlen)
+notify_wx_verify_parse(const struct wx_merchant *m, const struct http_hdr *h, size_t nhdrs,
+                       const uint8_t *body, size_t len, time_t now, struct notify *out,
+                       char *reason, size_t rlen)
 {
 	int tol = m->tolerance_s > 0 ? m->tolerance_s : NOTIFY_TOLERANCE_DEFAULT;
 	uint8_t sig[CRYPTO_RSA_MAX_BYTES], *plain = NULL;
@@ -456,7 +457,7 @@ done:
 static void
 wx_keys_free(void *keys)
 {
-	keys_wx_free(keys);
+	notify_keys_wx_free(keys);
 	free(keys);
 }
 
@@ -478,12 +479,14 @@ wx_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys,
 	                 &cm->wxpay.sub_mchids);
 	notify_list_copy(m->appids[0], sizeof(m->appids[0]), &m->nappids, &cm->wxpay.appids);
 	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
-	if (keys_wx_apiv3_load(m, cm->wxpay.apiv3_key_file, err, errlen) != 0 ||
-	    (prev != NULL && prev[0] != '\0' && keys_wx_apiv3_previous(m, prev, err, errlen) != 0))
+	if (notify_keys_wx_apiv3_load(m, cm->wxpay.apiv3_key_file, err, errlen) != 0 ||
+	    (prev != NULL && prev[0] != '\0' &&
+	     notify_keys_wx_apiv3_previous(m, prev, err, errlen) != 0))
 		return -1;
 	for (int k = 0; k < cm->wxpay.nkeys; k++) {
 		const char *id = cm->wxpay.keys[k].serial;
-		if (keys_wx_add(m, cm->wxpay.keys[k].file, id[0] ? id : NULL, err, errlen) != 0)
+		if (notify_keys_wx_add(m, cm->wxpay.keys[k].file, id[0] ? id : NULL, err, errlen) !=
+		    0)
 			return -1;
 	}
 	return 0;
@@ -501,14 +504,15 @@ wx_keys_describe(const void *keys, char *buf, size_t cap)
 static enum verr
 wx_precheck_op(const void *keys, const struct chan_req *r, char *reason, size_t rlen)
 {
-	return wx_precheck(keys, r->hdrs, r->nhdrs, r->now, reason, rlen);
+	return notify_wx_precheck(keys, r->hdrs, r->nhdrs, r->now, reason, rlen);
 }
 
 static enum verr
 wx_verify_op(const void *keys, const struct chan_req *r, struct notify *out, char *reason,
              size_t rlen)
 {
-	return wx_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out, reason, rlen);
+	return notify_wx_verify_parse(keys, r->hdrs, r->nhdrs, r->body, r->len, r->now, out, reason,
+	                              rlen);
 }
 
 /* WeChat Pay wants 200 or 204 on success, 4xx/5xx with a FAIL object otherwise; 401 says the
@@ -538,7 +542,7 @@ wx_acknowledged(unsigned status, const char *body)
 	return status == 200 || status == 204;
 }
 
-const struct chan_notify_ops chan_notify_wx_ops = {
+const struct chan_notify_ops notify_wx_ops = {
     .name = "wxpay",
     .keys_load = wx_keys_load,
     .keys_free = wx_keys_free,
@@ -548,5 +552,5 @@ const struct chan_notify_ops chan_notify_wx_ops = {
     .status = wx_status,
     .answer = wx_answer,
     .acknowledged = wx_acknowledged,
-    .sign = wx_sign_op,
+    .sign = notify_wx_sign_op,
 };

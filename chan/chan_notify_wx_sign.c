@@ -36,7 +36,7 @@ wx_random_text(char *out, size_t n)
 }
 
 int
-wx_sign_notify(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
+notify_wx_sign(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_key[32],
                const char *event_type, const char *resource_plaintext_json, time_t ts, char **body,
                char hdr_timestamp[24], char hdr_nonce[40], char **hdr_signature)
 {
@@ -108,14 +108,15 @@ done:
 }
 
 int
-wx_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struct chan_signed *out)
+notify_wx_sign_op(const struct chan_signer *s, const struct chan_sign_in *in,
+                  struct chan_signed *out)
 {
 	char ts[24], nonce[40], *sig = NULL;
 	int n = -1;
 
 	out->body = NULL;
 	if (s->secret == NULL || s->secret_len != 32 ||
-	    wx_sign_notify(s->priv, s->key_id, s->secret, in->event_type, in->content, in->ts,
+	    notify_wx_sign(s->priv, s->key_id, s->secret, in->event_type, in->content, in->ts,
 	                   &out->body, ts, nonce, &sig) != 0)
 		goto done;
 	out->len = strlen(out->body);

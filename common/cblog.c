@@ -87,7 +87,7 @@ static const char *const SQL_RESERVE[2][CBLOG_N] = {
 enum db_rc
 cblog_reserve(struct db *db, const struct cblog_row *r, unsigned long long *id)
 {
-	int refund = r->log == CBLOG_REFUND, n = 0;
+	int refund = r->cblog == CBLOG_REFUND, n = 0;
 	struct db_in p[15];
 
 	/* The refund table has two columns more: the refund number and amount_cumulative. */
@@ -109,5 +109,5 @@ cblog_reserve(struct db *db, const struct cblog_row *r, unsigned long long *id)
 	p[n++] = DBI_I64(r->lease_s);
 	if (r->source != NULL)
 		p[n++] = DBI_STR(r->source);
-	return db_exec(db, SQL_RESERVE[r->source != NULL][r->log], p, n, NULL, id);
+	return db_exec(db, SQL_RESERVE[r->source != NULL][r->cblog], p, n, NULL, id);
 }

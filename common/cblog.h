@@ -52,7 +52,7 @@ int cblog_ref_parse(const char *s, enum cblog *lg, unsigned long long *id);
  * body_sha256 is the lowercase hex SHA-256 of the body.
  */
 struct cblog_row {
-	enum cblog log;
+	enum cblog cblog;
 	const char *merchant_id, *channel, *channel_trade_no, *out_trade_no, *refund_no;
 	const char *event_id, *event_type, *status, *amount, *currency;
 	int cumulative;

@@ -22,7 +22,7 @@
 
 struct cfg_ctx {
 	const char *file;
-	unsigned proc;
+	unsigned prog;
 	struct cfg_errors *errs;
 	const config_setting_t *grp; /* the group being walked: a missing setting's line */
 };
@@ -60,7 +60,7 @@ static void
 cfg_check_file(struct cfg_ctx *c, const config_setting_t *s, const char *path,
                const struct cfg_setting *t, const char *file)
 {
-	if (!(t->flags & CFGF_FILE) || (t->procs && !(t->procs & c->proc)))
+	if (!(t->flags & CFGF_FILE) || (t->progs && !(t->progs & c->prog)))
 		return;
 	if (access(file, R_OK) != 0)
 		cfg_err(c, s, path, "cannot read file '%s': %s", file, strerror(errno));
@@ -340,10 +340,10 @@ cfg_group(struct cfg_ctx *c, const config_setting_t *grp, const struct cfg_setti
 }
 
 int
-cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned proc,
+cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned prog,
          struct cfg_errors *errs)
 {
-	struct cfg_ctx c = {file, proc, errs, NULL};
+	struct cfg_ctx c = {file, prog, errs, NULL};
 	config_t cf;
 
 	memset(errs, 0, sizeof(*errs));

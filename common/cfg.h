@@ -49,7 +49,7 @@ struct cfg_setting {
 	long long min, max;
 	size_t off;
 	unsigned flags;
-	unsigned procs; /* CFGF_FILE checks apply only to these programs (bit mask); 0 = all */
+	unsigned progs; /* CFGF_FILE checks apply only to these programs (bit mask); 0 = all */
 	const struct cfg_setting *sub; /* CFG_GROUP, CFG_GROUP_LIST: the element table */
 	size_t elem_size;              /* CFG_GROUP_LIST */
 	size_t count_off;              /* CFG_GROUP: int present; CFG_GROUP_LIST: int count */
@@ -62,10 +62,10 @@ struct cfg_errors {
 };
 
 /*
- * Loads file into out (a zeroed struct described by tab) for the program mask proc.
+ * Loads file into out (a zeroed struct described by tab) for the program mask prog.
  * Returns the number of errors (0 = valid); the messages are in errs.
  */
-int cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned proc,
+int cfg_load(const char *file, const struct cfg_setting *tab, void *out, unsigned prog,
              struct cfg_errors *errs);
 /* Frees the strings and arrays cfg_load allocated in out. */
 void cfg_free(const struct cfg_setting *tab, void *out);

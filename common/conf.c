@@ -27,7 +27,7 @@ static const struct cfg_setting db_tab[] = {
 	INT("port", "23306", 1, 65535, DB(port), "server port (the local default avoids 3306)"),
 	STR("user", "paycb", DB(user), CFGF_NONEMPTY, 0, "database user"),
 	STR("password_file", NULL, DB(password_file), CFGF_FILE,
-	    PROC_INGEST | PROC_PROCESSOR | PROC_RETRIER | PROC_TOOL | PROC_SIM | PROC_RECONCILER,
+	    PROG_INGEST | PROG_PROCESSOR | PROG_RETRIER | PROG_TOOL | PROG_SIM | PROG_RECONCILER,
 	    "file holding the database password (never inline)"),
 	STR("name", "paycb", DB(name), CFGF_NONEMPTY, 0, "database (schema) name"),
 	INT("connect_timeout_s", "5", 1, 300, DB(connect_timeout_s), "connect timeout"),
@@ -183,7 +183,7 @@ static const struct cfg_setting reconciler_tab[] = {
 	    "connect timeout of a channel call"),
 	INT("total_timeout_ms", "15000", 100, 120000, RC(total_timeout_ms),
 	    "whole-call timeout; a call timed out after sending is UNKNOWN and is resolved by a query"),
-	STR("ca_file", "", RC(ca_file), CFGF_FILE, PROC_RECONCILER,
+	STR("ca_file", "", RC(ca_file), CFGF_FILE, PROG_RECONCILER,
 	    "CA file for the channels' TLS; empty = the system's CA store"),
 	STR("proxy", "", RC(proxy), 0, 0, "HTTP(S) proxy for channel calls; empty = none"),
 	BOOL("allow_http", "false", RC(allow_http),
@@ -197,7 +197,7 @@ static const struct cfg_setting wx_key_tab[] = {
 	STR("serial", "", WK(serial), 0, 0,
 	    "Wechatpay-Serial this key answers to; for a certificate, default its serial; for a "
 	    "public key, its PUB_KEY_ID_..."),
-	STR("file", NULL, WK(file), CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST | PROC_RECONCILER,
+	STR("file", NULL, WK(file), CFGF_FILE | CFGF_NONEMPTY, PROG_INGEST | PROG_RECONCILER,
 	    "platform certificate or WeChat Pay public key (PEM)"),
 	END};
 
@@ -217,10 +217,10 @@ static const struct cfg_setting wx_tab[] = {
 	 0,
 	 "allowed app ids: when not empty, a notification's appid (partner mode: sub_appid, else "
 	 "sp_appid) must be on it; refunds carry none"},
-	STR("apiv3_key_file", NULL, ME(wxpay.apiv3_key_file) - ME(wxpay), CFGF_FILE, PROC_INGEST,
+	STR("apiv3_key_file", NULL, ME(wxpay.apiv3_key_file) - ME(wxpay), CFGF_FILE, PROG_INGEST,
 	    "file holding the 32-byte APIv3 key"),
 	STR("apiv3_previous_key_file", "", ME(wxpay.apiv3_previous_key_file) - ME(wxpay),
-	    CFGF_FILE, PROC_INGEST,
+	    CFGF_FILE, PROG_INGEST,
 	    "during an APIv3 key rotation only: the file of the key being replaced, tried when "
 	    "the current key does not open a resource (docs/operations.md, Rotating keys); "
 	    "empty = none"),
@@ -228,7 +228,7 @@ static const struct cfg_setting wx_tab[] = {
 	 wx_key_tab, sizeof(struct conf_wx_key), ME(wxpay.nkeys) - ME(wxpay),
 	 "platform certificates and public keys; several at once for rotation"},
 	STR("merchant_key_file", "", ME(wxpay.merchant_key_file) - ME(wxpay), CFGF_FILE,
-	    PROC_RECONCILER,
+	    PROG_RECONCILER,
 	    "the merchant API private key (apiclient_key.pem) that signs paycb's calls; empty = "
 	    "the reconciler makes no WeChat Pay calls for this merchant"),
 	STR("merchant_serial", "", ME(wxpay.merchant_serial) - ME(wxpay), 0, 0,
@@ -245,10 +245,10 @@ static const struct cfg_setting ali_tab[] = {
 	 "seller, or none, is unroutable"},
 	{"public_key_files", CFG_STR_LIST, NULL, 0, 0,
 	 ME(alipay.public_key_files) - ME(alipay), CFGF_FILE | CFGF_NONEMPTY,
-	 PROC_INGEST | PROC_RECONCILER, NULL, 0,
+	 PROG_INGEST | PROG_RECONCILER, NULL, 0,
 	 0, "Alipay public keys or certificates (PEM or bare base64); several for rotation"},
 	STR("app_private_key_file", "", ME(alipay.app_private_key_file) - ME(alipay), CFGF_FILE,
-	    PROC_RECONCILER,
+	    PROG_RECONCILER,
 	    "the app private key that signs paycb's calls; empty = the reconciler makes no "
 	    "Alipay calls for this merchant"),
 	STR("api_base_url", "https://openapi.alipay.com/gateway.do",
@@ -256,7 +256,7 @@ static const struct cfg_setting ali_tab[] = {
 	END};
 static const struct cfg_setting stripe_tab[] = {
 	{"secret_files", CFG_STR_LIST, NULL, 0, 0, ME(stripe.secret_files) - ME(stripe),
-	 CFGF_FILE | CFGF_NONEMPTY, PROC_INGEST, NULL, 0, 0,
+	 CFGF_FILE | CFGF_NONEMPTY, PROG_INGEST, NULL, 0, 0,
 	 "files holding endpoint secrets (whsec_...); several for rotation"},
 	STR("order_metadata_key", "order_id", ME(stripe.order_metadata_key) - ME(stripe),
 	    CFGF_NONEMPTY, 0, "metadata key carrying the merchant's order number"),
@@ -267,7 +267,7 @@ static const struct cfg_setting stripe_tab[] = {
 	BOOL("test_mode", "false", ME(stripe.test_mode) - ME(stripe),
 	     "apply test-mode events (livemode false); when false they are unroutable (an event "
 	     "without livemode counts as live)"),
-	STR("api_key_file", "", ME(stripe.api_key_file) - ME(stripe), CFGF_FILE, PROC_RECONCILER,
+	STR("api_key_file", "", ME(stripe.api_key_file) - ME(stripe), CFGF_FILE, PROG_RECONCILER,
 	    "file holding the secret or restricted API key (sk_... or rk_..., read as a secret) "
 	    "that authenticates paycb's calls; empty = the reconciler makes no Stripe calls for "
 	    "this merchant"),
@@ -324,14 +324,14 @@ conf_err(struct cfg_errors *errs, const char *file, const char *fmt, const char 
 }
 
 int
-conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs)
+conf_load(const char *file, unsigned prog, struct conf *out, struct cfg_errors *errs)
 {
 	static const char *const protos[] = {"plaintext", "ssl", "sasl_plaintext", "sasl_ssl",
 	                                     NULL};
 	int ok = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (cfg_load(file, conf_table, out, proc, errs) != 0)
+	if (cfg_load(file, conf_table, out, prog, errs) != 0)
 		return errs->n;
 	/* Cross-setting checks: fail, never adjust. */
 	for (int i = 0; protos[i]; i++)
@@ -361,7 +361,7 @@ conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *
 }
 
 int
-conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen)
+conf_check_secrets(const struct conf *c, unsigned prog, char *err, size_t errlen)
 {
 	if (c->db.password_file && cfg_secret_file_ok(c->db.password_file, err, errlen) != 0)
 		return -1;
@@ -371,7 +371,7 @@ conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen
 	if (c->admin_token_file && c->admin_token_file[0] != '\0' &&
 	    cfg_secret_file_ok(c->admin_token_file, err, errlen) != 0)
 		return -1;
-	if ((proc & PROC_INGEST) == 0)
+	if ((prog & PROG_INGEST) == 0)
 		return 0;
 	for (int i = 0; i < c->nmerchants; i++) {
 		const struct conf_merchant *m = &c->merchants[i];
@@ -399,26 +399,26 @@ conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen
  */
 static const struct {
 	const char *prefix;
-	unsigned procs;
+	unsigned progs;
 } conf_reload_tab[] = {
     {"log_level", ~0u},
-    {"merchants", PROC_INGEST | PROC_RECONCILER},
-    {"ingest.timestamp_tolerance_s", PROC_INGEST},
-    {"reconciler.ca_file", PROC_RECONCILER},
-    {"reconciler.proxy", PROC_RECONCILER},
-    {"reconciler.connect_timeout_ms", PROC_RECONCILER},
-    {"reconciler.total_timeout_ms", PROC_RECONCILER},
-    {"reconciler.allow_http", PROC_RECONCILER},
-    {"reconciler.rate_per_s", PROC_RECONCILER},
+    {"merchants", PROG_INGEST | PROG_RECONCILER},
+    {"ingest.timestamp_tolerance_s", PROG_INGEST},
+    {"reconciler.ca_file", PROG_RECONCILER},
+    {"reconciler.proxy", PROG_RECONCILER},
+    {"reconciler.connect_timeout_ms", PROG_RECONCILER},
+    {"reconciler.total_timeout_ms", PROG_RECONCILER},
+    {"reconciler.allow_http", PROG_RECONCILER},
+    {"reconciler.rate_per_s", PROG_RECONCILER},
 };
 
 int
-conf_reloadable(const char *path, unsigned proc)
+conf_reloadable(const char *path, unsigned prog)
 {
 	for (size_t i = 0; i < sizeof(conf_reload_tab) / sizeof(conf_reload_tab[0]); i++) {
 		size_t n = strlen(conf_reload_tab[i].prefix);
 
-		if ((conf_reload_tab[i].procs & proc) != 0 &&
+		if ((conf_reload_tab[i].progs & prog) != 0 &&
 		    strncmp(path, conf_reload_tab[i].prefix, n) == 0 &&
 		    (path[n] == '\0' || path[n] == '.' || path[n] == '['))
 			return 1;

@@ -9,12 +9,12 @@
 #include "cfg.h"
 
 /* Program masks for cfg_load(). */
-#define PROC_INGEST     0x01
-#define PROC_PROCESSOR  0x02
-#define PROC_RETRIER    0x04
-#define PROC_TOOL       0x08
-#define PROC_SIM        0x10
-#define PROC_RECONCILER 0x20
+#define PROG_INGEST     0x01
+#define PROG_PROCESSOR  0x02
+#define PROG_RETRIER    0x04
+#define PROG_TOOL       0x08
+#define PROG_SIM        0x10
+#define PROG_RECONCILER 0x20
 
 struct conf_db {
 	char *host;
@@ -148,31 +148,31 @@ struct conf {
 extern const struct cfg_setting conf_table[];
 
 /*
- * Loads and validates file for program proc, including the cross-setting checks. On error
+ * Loads and validates file for program prog, including the cross-setting checks. On error
  * returns the number of errors with the messages in errs.
  */
-int conf_load(const char *file, unsigned proc, struct conf *out, struct cfg_errors *errs);
+int conf_load(const char *file, unsigned prog, struct conf *out, struct cfg_errors *errs);
 /*
  * The tools' configuration bootstrap (conf_boot.c). conf_default_file is the file read when
  * none is named: $PAYCB_CONF, or /etc/paycb/paycb.conf. conf_bootstrap loads file for the
- * program mask proc into cf; on errors it prints "prog: configuration
+ * program mask prog into cf; on errors it prints "name: configuration
  * errors:" and each error on its own line (naming the file and the line), frees cf and returns
  * CFG_EX_CONFIG (78, as the daemons exit); it returns 0 when cf is loaded.
  */
 const char *conf_default_file(void);
-int conf_bootstrap(const char *file, unsigned proc, struct conf *cf, const char *prog);
+int conf_bootstrap(const char *file, unsigned prog, struct conf *cf, const char *name);
 /*
- * Checks that every secret file the program mask proc reads (database and SASL passwords; for
+ * Checks that every secret file the program mask prog reads (database and SASL passwords; for
  * ingest the APIv3 keys and Stripe secrets) is private to this user: 0 or -1 with err naming
  * the file.
  */
-int conf_check_secrets(const struct conf *c, unsigned proc, char *err, size_t errlen);
+int conf_check_secrets(const struct conf *c, unsigned prog, char *err, size_t errlen);
 void conf_free(struct conf *c);
 /*
  * Whether the setting at path ("merchants[0].stripe.secret_files", as cfg_diff names it) is
- * taken by program proc on a reload (SIGHUP); a changed setting that is not needs a restart.
+ * taken by program prog on a reload (SIGHUP); a changed setting that is not needs a restart.
  */
-int conf_reloadable(const char *path, unsigned proc);
+int conf_reloadable(const char *path, unsigned prog);
 const struct conf_merchant *conf_merchant(const struct conf *c, const char *id);
 
 /* Topic name for a suffix under the configured prefix ("callbacks" -> "paycb.callbacks"). */

@@ -21,14 +21,14 @@ conf_default_file(void)
 }
 
 int
-conf_bootstrap(const char *file, unsigned proc, struct conf *cf, const char *prog)
+conf_bootstrap(const char *file, unsigned prog, struct conf *cf, const char *name)
 {
 	struct cfg_errors errs;
 
-	if (conf_load(file, proc, cf, &errs) == 0)
+	if (conf_load(file, prog, cf, &errs) == 0)
 		return 0;
 	/* The same form as the daemons' (daemon_main): errs.text is one error to a line. */
-	fprintf(stderr, "%s: configuration errors:\n%s", prog, errs.text);
+	fprintf(stderr, "%s: configuration errors:\n%s", name, errs.text);
 	conf_free(cf);
 	return CFG_EX_CONFIG;
 }

@@ -45,7 +45,7 @@ struct daemon_run {
 
 /* The collected names of changed settings a reload cannot apply. */
 struct daemon_restart {
-	unsigned proc;
+	unsigned prog;
 	char list[1024];
 };
 
@@ -172,7 +172,7 @@ daemon_conf_read(const struct daemon_ops *ops, const char *file, struct conf *cf
 	struct cfg_errors errs;
 	char why[512];
 
-	if (conf_load(file, ops->proc, cf, &errs) != 0) {
+	if (conf_load(file, ops->prog, cf, &errs) != 0) {
 		snprintf(text, len, "%s", errs.text);
 		return 1;
 	}
@@ -181,7 +181,7 @@ daemon_conf_read(const struct daemon_ops *ops, const char *file, struct conf *cf
 		         cf->log_level);
 		return -1;
 	}
-	if (conf_check_secrets(cf, ops->proc, why, sizeof(why)) != 0) {
+	if (conf_check_secrets(cf, ops->prog, why, sizeof(why)) != 0) {
 		snprintf(text, len, "%s: %s\n", file, why);
 		return -1;
 	}
@@ -240,7 +240,7 @@ daemon_restart_add(const char *path, void *arg)
 	struct daemon_restart *d = arg;
 	size_t used = strlen(d->list);
 
-	if (conf_reloadable(path, d->proc))
+	if (conf_reloadable(path, d->prog))
 		return;
 	snprintf(d->list + used, sizeof(d->list) - used, "%s%s", used ? "," : "", path);
 }
@@ -266,7 +266,7 @@ daemon_oneline(char *text)
 static void
 daemon_reload(struct daemon_run *r)
 {
-	struct daemon_restart restart = {r->ops->proc, ""};
+	struct daemon_restart restart = {r->ops->prog, ""};
 	struct conf *nc = calloc(1, sizeof(*nc));
 	char text[4096], q[4096];
 	enum log_level lvl;

@@ -49,10 +49,16 @@
 /* The loop's *wait_ms for "until a signal or daemon_wake()". */
 #define DAEMON_WAIT_FOREVER (-1LL)
 
+/*
+ * A daemon's operations are named <prefix>_daemon_init, _loop, _drain and _reload
+ * (ingest_daemon_init, proc_daemon_loop, retrier_daemon_drain, recon_daemon_reload): the
+ * word "daemon" says the skeleton calls them, and keeps them apart from the in-process
+ * entry points the tests drive (proc_open, retrier_open/cycle/close).
+ */
 struct daemon_ops {
 	const char *name; /* program name for --help and logs */
 	const char *summary;
-	unsigned proc; /* PROC_* mask for config checks */
+	unsigned prog; /* PROG_* mask for config checks */
 	/* Builds the program's state; returns 0 or an exit code. */
 	int (*init)(const struct conf *cf, void **state);
 	/* Does one bounded piece of work without waiting; returns 0 to go on, with *wait_ms
@@ -71,6 +77,26 @@ struct daemon_ops {
 	 */
 	int (*reload)(void *state, struct conf *nc, char *err, size_t errlen);
 };
+
+/*
+ * DAEMON_MAIN - a daemon's whole main(): the skeleton with the ops <prefix>_daemon_init,
+ * _loop and _drain, and reload (NULL when the program has none). The pasted names hold every
+ * daemon to the one naming pattern.
+ */
+#define DAEMON_MAIN(prefix, prog_name, text, prog_mask, reload_fn)                                 \
+	static const struct daemon_ops prefix##_daemon_ops = {                                     \
+	    .name = (prog_name),                                                                   \
+	    .summary = (text),                                                                     \
+	    .prog = (prog_mask),                                                                   \
+	    .init = prefix##_daemon_init,                                                          \
+	    .loop = prefix##_daemon_loop,                                                          \
+	    .drain = prefix##_daemon_drain,                                                        \
+	    .reload = (reload_fn),                                                                 \
+	};                                                                                         \
+	int main(int argc, char **argv)                                                            \
+	{                                                                                          \
+		return daemon_main(argc, argv, &prefix##_daemon_ops);                              \
+	}
 
 extern volatile sig_atomic_t daemon_stop_requested;
 extern volatile sig_atomic_t daemon_reload_requested;

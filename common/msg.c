@@ -13,10 +13,9 @@
 int
 msg_callback_encode(const struct msg_callback *m, char *buf, size_t len)
 {
-	json_t *o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:i}", "v", 1, "log",
-			      cblog_name(m->log), "id",
-			      (json_int_t)m->id, "merchant_id", m->merchant_id, "channel",
-			      m->channel, "out_trade_no", m->out_trade_no, "attempt", m->attempt);
+	json_t *o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:i}", "v", 1, "log", cblog_name(m->cblog),
+	                      "id", (json_int_t)m->id, "merchant_id", m->merchant_id, "channel",
+	                      m->channel, "out_trade_no", m->out_trade_no, "attempt", m->attempt);
 	size_t n;
 
 	if (o == NULL)
@@ -58,7 +57,7 @@ msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *
 		snprintf(err, errlen, "bad callback message: %s", je.text);
 		goto done;
 	}
-	if (v != 1 || id <= 0 || attempt < 1 || cblog_from_name(log, &m->log) != 0) {
+	if (v != 1 || id <= 0 || attempt < 1 || cblog_from_name(log, &m->cblog) != 0) {
 		snprintf(err, errlen, "bad callback message: v=%d id=%lld log=%s", v,
 			 (long long)id, log);
 		goto done;
@@ -98,7 +97,7 @@ msg_dead_letter_encode(const struct msg_dead_letter *d, size_t *len)
 	char *s;
 
 	o = json_pack("{s:i,s:s,s:I,s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "v", 1, "log",
-	              cblog_name(d->log), "id", (json_int_t)d->id, "merchant_id", d->merchant_id,
+	              cblog_name(d->cblog), "id", (json_int_t)d->id, "merchant_id", d->merchant_id,
 	              "channel", d->channel, "channel_trade_no", d->channel_trade_no,
 	              "out_trade_no", d->out_trade_no, "retry_count", (json_int_t)d->retry_count,
 	              "last_error", d->last_error, "reason", d->reason, "created_at", d->created_at,

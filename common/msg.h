@@ -16,7 +16,7 @@
 #include "cblog.h"
 
 struct msg_callback {
-	enum cblog log;
+	enum cblog cblog;
 	unsigned long long id;
 	char merchant_id[65];
 	char channel[17];
@@ -37,7 +37,7 @@ int msg_key(const char *merchant, const char *order, char *buf, size_t len);
 
 /* A dead letter (dlq.schema.json): a callback row that became dead, as the row reads. */
 struct msg_dead_letter {
-	enum cblog log;
+	enum cblog cblog;
 	unsigned long long id;
 	const char *merchant_id, *channel;
 	const char *channel_trade_no; /* payments: the trade number; refunds: the refund number */

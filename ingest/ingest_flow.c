@@ -76,10 +76,11 @@ ingest_reject(struct ingest *in, const struct ingest_req *req, enum verr ve, con
 	log_warn(NULL,
 	         "event=verify_failed channel=%s merchant=%s reason=%s detail=\"%s\" stage=%s "
 	         "body_len=%zu body_sha256=%s",
-	         chan_notify_name(req->ch), req->im->cm->id, verr_name(ve),
+	         chan_notify_name(req->ch), req->im->cm->id, notify_verr_name(ve),
 	         log_quoted(s1, sizeof(s1), reason), pre ? "precheck" : "verify", req->len,
 	         req->sha);
-	ingest_answer(req->ch, 0, chan_notify_table[req->ch]->status(0, ve), verr_name(ve), resp);
+	ingest_answer(req->ch, 0, chan_notify_table[req->ch]->status(0, ve), notify_verr_name(ve),
+	              resp);
 }
 
 static const char *SQL_UNROUTABLE =
@@ -144,7 +145,7 @@ ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
                const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
 {
 	struct cblog_row r = {
-	    .log = ingest_log(n),
+	    .cblog = ingest_log(n),
 	    .merchant_id = req->im->cm->id,
 	    .channel = chan_notify_name(req->ch),
 	    .channel_trade_no = n->channel_trade_no,
@@ -175,7 +176,7 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	int klen, vlen, rc;
 
 	memset(&m, 0, sizeof(m));
-	m.log = ingest_log(n);
+	m.cblog = ingest_log(n);
 	m.id = id;
 	m.attempt = 1;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", req->im->cm->id);

@@ -25,8 +25,8 @@ ingest_metrics_init(struct ingest_metrics *m)
 	}
 	for (int c = 0; c < CHAN_NOTIFY_COUNT; c++)
 		for (int r = 0; r < VERR_COUNT; r++) {
-			snprintf(l, sizeof(l), "channel=\"%s\",reason=\"%s\"",
-				 chan_notify_name(c), verr_name((enum verr)r));
+			snprintf(l, sizeof(l), "channel=\"%s\",reason=\"%s\"", chan_notify_name(c),
+			         notify_verr_name((enum verr)r));
 			m->verify_fail[c][r] = metrics_counter(
 			    "paycb_ingest_verify_failures_total",
 			    "Requests rejected by verification, by channel and reason.", l);

@@ -51,7 +51,7 @@ ingest_ready(void *arg, char *why, size_t len)
 }
 
 static int
-ingest_init(const struct conf *cf, void **state)
+ingest_daemon_init(const struct conf *cf, void **state)
 {
 	struct ingest *in = &g_in;
 	char err[512];
@@ -96,7 +96,7 @@ ingest_init(const struct conf *cf, void **state)
 }
 
 static int
-ingest_loop(void *state, long long *wait_ms)
+ingest_daemon_loop(void *state, long long *wait_ms)
 {
 	struct ingest *in = state;
 
@@ -112,7 +112,7 @@ ingest_loop(void *state, long long *wait_ms)
 }
 
 static int
-ingest_drain(void *state)
+ingest_daemon_drain(void *state)
 {
 	struct ingest *in = state;
 	long long waited = 0, limit = in->cf->ingest.publish_budget_ms + 5000;
@@ -148,11 +148,11 @@ ingest_drain(void *state)
 }
 
 /*
- * ingest_reload - SIGHUP: every merchant's keys from the new file into a new set, swapped in
+ * ingest_daemon_reload - SIGHUP: every merchant's keys from the new file into a new set, swapped in
  * only when all of them loaded. Requests in flight keep the set they started with.
  */
 static int
-ingest_reload(void *state, struct conf *nc, char *err, size_t errlen)
+ingest_daemon_reload(void *state, struct conf *nc, char *err, size_t errlen)
 {
 	struct ingest *in = state;
 	struct ingest_keyset *ks = ingest_keyset_build(nc, err, errlen);
@@ -164,18 +164,6 @@ ingest_reload(void *state, struct conf *nc, char *err, size_t errlen)
 	return 0;
 }
 
-int
-main(int argc, char **argv)
-{
-	static const struct daemon_ops ops = {
-	    .name = "paycb-ingest",
-	    .summary = "Receives payment notifications, verifies, stores and publishes them.",
-	    .proc = PROC_INGEST,
-	    .init = ingest_init,
-	    .loop = ingest_loop,
-	    .drain = ingest_drain,
-	    .reload = ingest_reload,
-	};
-
-	return daemon_main(argc, argv, &ops);
-}
+DAEMON_MAIN(ingest, "paycb-ingest",
+            "Receives payment notifications, verifies, stores and publishes them.", PROG_INGEST,
+            ingest_daemon_reload)

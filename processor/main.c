@@ -11,17 +11,5 @@
 #include "daemon.h"
 #include "processor.h"
 
-static const struct daemon_ops processor_ops = {
-    .name = "paycb-processor",
-    .summary = "Applies payment and refund callbacks to orders, exactly once.",
-    .proc = PROC_PROCESSOR,
-    .init = proc_init,
-    .loop = proc_loop,
-    .drain = proc_drain,
-};
-
-int
-main(int argc, char **argv)
-{
-	return daemon_main(argc, argv, &processor_ops);
-}
+DAEMON_MAIN(proc, "paycb-processor",
+            "Applies payment and refund callbacks to orders, exactly once.", PROG_PROCESSOR, NULL)

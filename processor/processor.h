@@ -12,7 +12,8 @@
  *                        proc_apply, proc_close) that runs one message as the daemon does
  *   processor_consume.c  a worker's poll loop, the rebalance callback, pause/seek holds
  *   processor_handle.c   one message: pre-check, route to pay or refund, log, store offset
- *   processor_pay.c      the payment transaction
+ *   processor_pay.c      the payment transaction, and the opening both transactions share
+ *                        (proc_tx_open: the callback row's and the order's locks)
  *   processor_refund.c   the refund transaction
  *   processor_decide.c   the state machine's decision: a rule table and pure functions
  *   processor_ledger.c   the refund ledger and the refund requests, read and written
@@ -142,7 +143,7 @@ struct proc_result {
 
 /* A callback-log row as the transactions read it. */
 struct proc_row {
-	enum cblog log;
+	enum cblog cblog;
 	unsigned long long id;
 	char merchant[65];
 	char channel[17];
@@ -212,9 +213,9 @@ enum proc_rc proc_apply(struct proc *p, const struct msg_callback *m, const char
 int proc_close(struct proc *p);
 
 /* processor_daemon.c */
-int proc_init(const struct conf *cf, void **state);
-int proc_loop(void *state, long long *wait_ms);
-int proc_drain(void *state);
+int proc_daemon_init(const struct conf *cf, void **state);
+int proc_daemon_loop(void *state, long long *wait_ms);
+int proc_daemon_drain(void *state);
 
 /* processor_consume.c */
 /* Stops every worker and makes the process exit with code; the first caller's code wins. */
@@ -238,20 +239,16 @@ int proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int 
 
 /* processor_pay.c */
 enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result *r);
-/* Locks and reads the callback row id of one log (payments or refunds) into row. */
-typedef enum db_rc (*proc_row_lock_fn)(struct proc_worker *w, unsigned long long id,
-                                       struct proc_row *row, unsigned long long *found);
 /*
  * Begins the transaction of callback m, the same way for payments and refunds: locks its
- * row with lock, copies the row's merchant and order into r and locks the order. Returns 1
- * with row and o filled when the caller is to go on (o->id 0: no such order, which the
+ * row in the table m->cblog names, copies the row's merchant and order into r and locks the order.
+ * Returns 1 with row and o filled when the caller is to go on (o->id 0: no such order, which the
  * decision table turns into a retry). Returns 0 with *tx set when the transaction has
  * ended already: a database error, a row already done or dead (TX_FINAL) or no such row
  * (TX_MISSING).
  */
-int proc_tx_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
-                 struct proc_row *row, struct proc_order *o, struct proc_result *r,
-                 enum proc_tx *tx);
+int proc_tx_open(struct proc_worker *w, const struct msg_callback *m, struct proc_row *row,
+                 struct proc_order *o, struct proc_result *r, enum proc_tx *tx);
 
 /*
  * A conditional UPDATE of the order locked by proc_tx_open, judged by affected rows. Returns 1
@@ -270,8 +267,6 @@ enum proc_tx proc_refund(struct proc_worker *w, const struct msg_callback *m,
 enum db_rc proc_outbox_add(struct proc_worker *w, const struct proc_row *row,
                            const char *event_type, const char *ref, const char *amount,
                            const char *currency, const char *trade_no, struct proc_result *r);
-enum db_rc proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_order *o,
-                           unsigned long long *found);
 
 /* processor_ledger.c: each returns DB_DUPLICATE when a row changed under the lock */
 enum db_rc proc_ledger_measure(struct proc_worker *w, const struct proc_row *row,
@@ -296,6 +291,8 @@ void proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_resu
 /* processor_fail.c */
 enum proc_tx proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what,
                            struct proc_result *r);
+/* Rolls back and returns TX_RETRY, reason the failure's reason. */
+enum proc_tx proc_tx_retry(struct proc_worker *w, const char *reason, struct proc_result *r);
 void proc_rollback(struct db *db);
 /* BEGIN and COMMIT of one message's transaction; no-ops inside a batch's transaction. */
 enum db_rc proc_begin(struct proc_worker *w);

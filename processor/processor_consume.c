@@ -325,7 +325,7 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 			if (first + delay_s * 1000 < due) {
 				due = first + delay_s * 1000;
 				if (fresh)
-					log_warn(cblog_ref(id, sizeof(id), cb.log, cb.id),
+					log_warn(cblog_ref(id, sizeof(id), cb.cblog, cb.id),
 					         "event=hold_capped topic=%s partition=%d "
 					         "offset=%lld timestamp_ahead_ms=%lld",
 					         topic, (int)m->partition, (long long)m->offset,
@@ -333,7 +333,7 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 			}
 		}
 		if (due > now) {
-			log_debug(cblog_ref(id, sizeof(id), cb.log, cb.id),
+			log_debug(cblog_ref(id, sizeof(id), cb.cblog, cb.id),
 			          "event=held topic=%s partition=%d offset=%lld due_in_ms=%lld",
 			          topic, (int)m->partition, (long long)m->offset, due - now);
 			proc_hold(w, m, due);

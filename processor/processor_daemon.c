@@ -60,7 +60,7 @@ proc_consumers(struct proc *p, int *ntopics_out)
 }
 
 int
-proc_init(const struct conf *cf, void **state)
+proc_daemon_init(const struct conf *cf, void **state)
 {
 	struct proc *p = NULL;
 	int rc, ntopics = 0;
@@ -93,7 +93,7 @@ proc_init(const struct conf *cf, void **state)
 }
 
 int
-proc_loop(void *state, long long *wait_ms)
+proc_daemon_loop(void *state, long long *wait_ms)
 {
 	struct proc *p = state;
 
@@ -143,7 +143,7 @@ proc_free_bounded(struct proc *p)
 }
 
 int
-proc_drain(void *state)
+proc_daemon_drain(void *state)
 {
 	struct proc *p = state;
 	int left, rc = 0;

@@ -151,35 +151,18 @@ static const char *const action_names[DX_COUNT] = {"retry",     "dead",         
                                                    "mark_paid", "confirm_paid", "request_refund",
                                                    "ledger",    "settle",       "reopen"};
 
-const char *
-dec_note_name(enum dec_note v)
-{
-	return (unsigned)v < DN_COUNT ? note_names[v] : "?";
-}
+/* Each dimension's name function is the same bounded lookup in its table. */
+#define DEC_NAME_FN(fn, type, names, count)                                                        \
+	const char *fn(type v)                                                                     \
+	{                                                                                          \
+		return (unsigned)v < (count) ? names[v] : "?";                                     \
+	}
 
-const char *
-dec_state_name(enum dec_state v)
-{
-	return (unsigned)v < DS_COUNT ? state_names[v] : "?";
-}
-
-const char *
-dec_trade_name(enum dec_trade v)
-{
-	return (unsigned)v < DT_COUNT ? trade_names[v] : "?";
-}
-
-const char *
-dec_money_name(enum dec_money v)
-{
-	return (unsigned)v < DM_COUNT ? money_names[v] : "?";
-}
-
-const char *
-dec_action_name(enum dec_action v)
-{
-	return (unsigned)v < DX_COUNT ? action_names[v] : "?";
-}
+DEC_NAME_FN(dec_note_name, enum dec_note, note_names, DN_COUNT)
+DEC_NAME_FN(dec_state_name, enum dec_state, state_names, DS_COUNT)
+DEC_NAME_FN(dec_trade_name, enum dec_trade, trade_names, DT_COUNT)
+DEC_NAME_FN(dec_money_name, enum dec_money, money_names, DM_COUNT)
+DEC_NAME_FN(dec_action_name, enum dec_action, action_names, DX_COUNT)
 
 enum dec_note
 dec_note_of(const char *channel, const char *status, int cumulative)
@@ -295,7 +278,7 @@ dec_ledger_next(enum dec_note note, const struct dec_ledger *now, enum dec_entry
 
 /* dec_mask_text - the names of the bits of mask, "any" when all of count are set */
 static void
-dec_mask_text(unsigned mask, int count, const char *(*name)(int), char *buf, size_t len)
+dec_mask_text(unsigned mask, int count, const char *const *names, char *buf, size_t len)
 {
 	size_t used = 0;
 	int all = 1;
@@ -310,28 +293,7 @@ dec_mask_text(unsigned mask, int count, const char *(*name)(int), char *buf, siz
 	for (int i = 0; i < count && used < len; i++)
 		if (mask & B(i))
 			used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? ", " : "",
-			                         name(i));
-}
-
-static const char *
-note_i(int i)
-{
-	return dec_note_name((enum dec_note)i);
-}
-static const char *
-state_i(int i)
-{
-	return dec_state_name((enum dec_state)i);
-}
-static const char *
-trade_i(int i)
-{
-	return dec_trade_name((enum dec_trade)i);
-}
-static const char *
-money_i(int i)
-{
-	return dec_money_name((enum dec_money)i);
+			                         names[i]);
 }
 
 void
@@ -344,10 +306,10 @@ dec_table_markdown(FILE *fp)
 	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
 		const struct dec_rule *r = &rules[i];
 
-		dec_mask_text(r->notes, DN_COUNT, note_i, n, sizeof(n));
-		dec_mask_text(r->states, DS_COUNT, state_i, s, sizeof(s));
-		dec_mask_text(r->trades, DT_COUNT, trade_i, t, sizeof(t));
-		dec_mask_text(r->money, DM_COUNT, money_i, m, sizeof(m));
+		dec_mask_text(r->notes, DN_COUNT, note_names, n, sizeof(n));
+		dec_mask_text(r->states, DS_COUNT, state_names, s, sizeof(s));
+		dec_mask_text(r->trades, DT_COUNT, trade_names, t, sizeof(t));
+		dec_mask_text(r->money, DM_COUNT, money_names, m, sizeof(m));
 		/* A retry leaves the row pending; its rule names the reason instead. */
 		if (r->action == DX_RETRY)
 			snprintf(o, sizeof(o), "retry: %s", r->outcome);

@@ -89,6 +89,15 @@ proc_tx_error(struct proc_worker *w, enum db_rc rc, const char *what, struct pro
 	return w->db.broken ? TX_DB_DOWN : TX_RETRY;
 }
 
+/* proc_tx_retry - ends a transaction as a retryable failure for reason */
+enum proc_tx
+proc_tx_retry(struct proc_worker *w, const char *reason, struct proc_result *r)
+{
+	snprintf(r->reason, sizeof(r->reason), "%s", reason);
+	proc_rollback(&w->db);
+	return TX_RETRY;
+}
+
 enum db_rc
 proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind, const char *detail,
            struct proc_result *r)
@@ -108,26 +117,49 @@ proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind, 
 	return rc;
 }
 
+/* proc_row_final - the row's final UPDATE: 1 when it changed the row, else 0 with *tx set */
+static int
+proc_row_final(struct proc_worker *w, const char *sql, const struct db_in *in, int nin,
+               const char *what, struct proc_result *r, enum proc_tx *tx)
+{
+	unsigned long long n = 0;
+	enum db_rc rc;
+
+	if ((rc = db_exec(&w->db, sql, in, nin, &n, NULL)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, what, r);
+		return 0;
+	}
+	if (n != 1) {
+		/* Someone else finished the row first; nothing of ours may commit. */
+		proc_rollback(&w->db);
+		*tx = TX_FINAL;
+		return 0;
+	}
+	return 1;
+}
+
+/* proc_tx_commit - commits the transaction a final UPDATE ended */
+static enum proc_tx
+proc_tx_commit(struct proc_worker *w, struct proc_result *r)
+{
+	enum db_rc rc;
+
+	if ((rc = proc_commit(w)) != DB_OK)
+		return proc_tx_error(w, rc, "commit", r);
+	return TX_COMMITTED;
+}
+
 enum proc_tx
 proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *outcome,
                struct proc_result *r)
 {
 	struct db_in in[2] = {DBI_STR(outcome), DBI_I64(row->id)};
-	unsigned long long n = 0;
-	enum db_rc rc;
+	enum proc_tx tx;
 
 	r->outcome = outcome;
-	rc = db_exec(&w->db, SQL_MARK_DONE[row->log], in, 2, &n, NULL);
-	if (rc != DB_OK)
-		return proc_tx_error(w, rc, "mark done", r);
-	if (n != 1) {
-		/* Someone else finished the row first; nothing of ours may commit. */
-		proc_rollback(&w->db);
-		return TX_FINAL;
-	}
-	if ((rc = proc_commit(w)) != DB_OK)
-		return proc_tx_error(w, rc, "commit", r);
-	return TX_COMMITTED;
+	if (!proc_row_final(w, SQL_MARK_DONE[row->cblog], in, 2, "mark done", r, &tx))
+		return tx;
+	return proc_tx_commit(w, r);
 }
 
 /*
@@ -144,23 +176,16 @@ proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
           struct proc_result *r)
 {
 	struct db_in in[4] = {DBI_STR(reason), DBI_STR(detail), DBI_STR(reason), DBI_I64(row->id)};
-	unsigned long long n = 0;
+	enum proc_tx tx;
 	enum db_rc rc;
 
 	r->outcome = "dead";
 	snprintf(r->reason, sizeof(r->reason), "%s", reason);
-	rc = db_exec(&w->db, SQL_MARK_DEAD[row->log], in, 4, &n, NULL);
-	if (rc != DB_OK)
-		return proc_tx_error(w, rc, "mark dead", r);
-	if (n != 1) {
-		proc_rollback(&w->db);
-		return TX_FINAL;
-	}
+	if (!proc_row_final(w, SQL_MARK_DEAD[row->cblog], in, 4, "mark dead", r, &tx))
+		return tx;
 	if ((rc = proc_alert(w, row, reason, detail, r)) != DB_OK)
 		return proc_tx_error(w, rc, "alert", r);
-	if ((rc = proc_commit(w)) != DB_OK)
-		return proc_tx_error(w, rc, "commit", r);
-	return TX_COMMITTED;
+	return proc_tx_commit(w, r);
 }
 
 enum db_rc

@@ -102,7 +102,7 @@ proc_precheck(struct proc_worker *w, const struct msg_callback *m, struct preche
 	                        DBO_STR(pc->order, sizeof(pc->order))};
 	unsigned long long rows = 0;
 
-	if (db_query(&w->db, SQL_PRECHECK[m->log], in, 1, out, 6, NULL, NULL, &rows) != DB_OK)
+	if (db_query(&w->db, SQL_PRECHECK[m->cblog], in, 1, out, 6, NULL, NULL, &rows) != DB_OK)
 		return -2;
 	if (rows == 0)
 		return -1;
@@ -145,7 +145,7 @@ proc_defer(struct proc_worker *w, const struct msg_callback *m, const struct pre
 		         r->order, r->merchant, pc->earlier, pc->age_ms);
 		return 0;
 	}
-	if (db_exec(&w->db, SQL_DEFER[m->log], in, 1, &changed, NULL) != DB_OK)
+	if (db_exec(&w->db, SQL_DEFER[m->cblog], in, 1, &changed, NULL) != DB_OK)
 		return -1;
 	/* Changed meanwhile (attempted by another delivery): the transaction decides. */
 	if (changed == 0)
@@ -254,7 +254,7 @@ proc_missing(struct proc_worker *w, const struct msg_callback *m, const char *id
 	snprintf(reason, sizeof(reason),
 	         "%s: a message names a %s row that does not exist: merchant %s, order "
 	         "%s, channel %s, attempt %d (reconcile with the channel)",
-	         id, m->log == CBLOG_REFUND ? "refund" : "payment", r->merchant, r->order, ch,
+	         id, m->cblog == CBLOG_REFUND ? "refund" : "payment", r->merchant, r->order, ch,
 	         m->attempt);
 	if (proc_msg_alert(w, m, "row_missing", reason) != DB_OK)
 		return proc_db_down(w, id, r);
@@ -272,7 +272,7 @@ proc_retry(struct proc_worker *w, const struct msg_callback *m, const char *id,
 	int counted = 0;
 
 	snprintf(reason, sizeof(reason), "%s", r->reason);
-	if (proc_record_failure(w, m->log, m->id, m->attempt, reason, r, &counted) != DB_OK)
+	if (proc_record_failure(w, m->cblog, m->id, m->attempt, reason, r, &counted) != DB_OK)
 		return proc_db_down(w, id, r);
 	proc_log_text(reason, sizeof(reason), r->reason);
 	log_warn(id,
@@ -294,7 +294,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	enum proc_tx tx;
 
 	memset(&r, 0, sizeof(r));
-	cblog_ref(id, sizeof(id), m->log, m->id);
+	cblog_ref(id, sizeof(id), m->cblog, m->id);
 	log_safe(r.order, sizeof(r.order), m->out_trade_no);
 	log_safe(r.merchant, sizeof(r.merchant), m->merchant_id);
 	if ((st = proc_precheck(w, m, &pc)) == -2)
@@ -312,7 +312,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	else if (pc.status != 0)
 		tx = TX_FINAL;
 	else
-		tx = m->log == CBLOG_REFUND ? proc_refund(w, m, &r) : proc_pay(w, m, &r);
+		tx = m->cblog == CBLOG_REFUND ? proc_refund(w, m, &r) : proc_pay(w, m, &r);
 
 	switch (tx) {
 	case TX_COMMITTED:
@@ -399,8 +399,8 @@ proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n)
 		memset(&r[i], 0, sizeof(r[i]));
 		log_safe(r[i].order, sizeof(r[i].order), ms[i].out_trade_no);
 		log_safe(r[i].merchant, sizeof(r[i].merchant), ms[i].merchant_id);
-		if ((ms[i].log == CBLOG_REFUND ? proc_refund(w, &ms[i], &r[i])
-		                               : proc_pay(w, &ms[i], &r[i])) != TX_COMMITTED)
+		if ((ms[i].cblog == CBLOG_REFUND ? proc_refund(w, &ms[i], &r[i])
+		                                 : proc_pay(w, &ms[i], &r[i])) != TX_COMMITTED)
 			break;
 	}
 	w->batching = 0;
@@ -415,7 +415,7 @@ proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n)
 	log_debug(NULL, "event=batch_committed messages=%d elapsed_ms=%lld", n,
 	          clock_mono_ms() - t0);
 	for (i = 0; i < n; i++) {
-		cblog_ref(id, sizeof(id), ms[i].log, ms[i].id);
+		cblog_ref(id, sizeof(id), ms[i].cblog, ms[i].id);
 		proc_log_done(id, &ms[i], &r[i], clock_mono_ms() - t0);
 		proc_outbox_relay(w, id, &r[i]);
 		proc_metrics_outcome(r[i].outcome, clock_mono_ms() - t0);

@@ -24,7 +24,57 @@
 #include "log.h"
 #include "processor_decide.h"
 
-enum db_rc
+/*
+ * The callback row's columns, the same for both tables so that one function reads either:
+ * a payment row has no payment trade number, cumulative flag or refund status of its own,
+ * and selects the empty values a zeroed proc_row holds for them.
+ */
+static const char *const proc_row_sql[CBLOG_N] = {
+    [CBLOG_PAY] = "SELECT merchant_id, channel, channel_trade_no, '', out_trade_no, "
+                  "CAST(amount AS CHAR), 0, currency, '', status, retry_count, "
+                  "LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
+                  "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
+                  "FROM pay_callback_log WHERE id = ? FOR UPDATE",
+    [CBLOG_REFUND] = "SELECT merchant_id, channel, refund_no, channel_trade_no, out_trade_no, "
+                     "CAST(amount AS CHAR), amount_cumulative, currency, refund_status, status, "
+                     "retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
+                     "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
+                     "FROM refund_callback_log WHERE id = ? FOR UPDATE",
+};
+
+/* proc_row_lock - locks and reads callback row id of table lg */
+static enum db_rc
+proc_row_lock(struct proc_worker *w, enum cblog lg, unsigned long long id, struct proc_row *row,
+              unsigned long long *found)
+{
+	struct db_in in[1] = {DBI_I64(id)};
+	struct db_out out[13] = {DBO_STR(row->merchant, sizeof(row->merchant)),
+	                         DBO_STR(row->channel, sizeof(row->channel)),
+	                         DBO_STR(row->trade_no, sizeof(row->trade_no)),
+	                         DBO_STR(row->pay_trade_no, sizeof(row->pay_trade_no)),
+	                         DBO_STR(row->order, sizeof(row->order)),
+	                         DBO_STR(row->amount, sizeof(row->amount)),
+	                         DBO_I64(),
+	                         DBO_STR(row->currency, sizeof(row->currency)),
+	                         DBO_STR(row->chan_status, sizeof(row->chan_status)),
+	                         DBO_I64(),
+	                         DBO_I64(),
+	                         DBO_STR(row->created_at, sizeof(row->created_at)),
+	                         DBO_STR(row->now, sizeof(row->now))};
+	enum db_rc rc;
+
+	memset(row, 0, sizeof(*row));
+	row->cblog = lg;
+	row->id = id;
+	rc = db_query(&w->db, proc_row_sql[lg], in, 1, out, 13, NULL, NULL, found);
+	row->cumulative = out[6].i != 0;
+	row->status = out[9].i;
+	row->retry_count = out[10].i;
+	return rc;
+}
+
+/* proc_order_lock - locks and reads the order of row */
+static enum db_rc
 proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_order *o,
                 unsigned long long *found)
 {
@@ -51,8 +101,8 @@ proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_o
 
 /* proc_tx_open - the opening proc_pay and proc_refund share (see processor.h) */
 int
-proc_tx_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_fn lock,
-             struct proc_row *row, struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
+proc_tx_open(struct proc_worker *w, const struct msg_callback *m, struct proc_row *row,
+             struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
 {
 	unsigned long long found = 0;
 	enum db_rc rc;
@@ -61,7 +111,7 @@ proc_tx_open(struct proc_worker *w, const struct msg_callback *m, proc_row_lock_
 		*tx = proc_tx_error(w, rc, "begin", r);
 		return 0;
 	}
-	if ((rc = lock(w, m->id, row, &found)) != DB_OK) {
+	if ((rc = proc_row_lock(w, m->cblog, m->id, row, &found)) != DB_OK) {
 		*tx = proc_tx_error(w, rc, "lock row", r);
 		return 0;
 	}
@@ -96,44 +146,10 @@ proc_order_change(struct proc_worker *w, const char *sql, const struct db_in *in
 	if (n != 1) {
 		/* The order is locked in the state the decision read, so this cannot happen; if
 		 * it does, the next attempt decides again on what the order is then. */
-		snprintf(r->reason, sizeof(r->reason), "order changed under its lock");
-		proc_rollback(&w->db);
-		*tx = TX_RETRY;
+		*tx = proc_tx_retry(w, "order changed under its lock", r);
 		return 0;
 	}
 	return 1;
-}
-
-/* proc_pay_lock - locks and reads the callback row */
-static enum db_rc
-proc_pay_lock(struct proc_worker *w, unsigned long long id, struct proc_row *row,
-              unsigned long long *found)
-{
-	struct db_in in[1] = {DBI_I64(id)};
-	struct db_out out[10] = {DBO_STR(row->merchant, sizeof(row->merchant)),
-	                         DBO_STR(row->channel, sizeof(row->channel)),
-	                         DBO_STR(row->trade_no, sizeof(row->trade_no)),
-	                         DBO_STR(row->order, sizeof(row->order)),
-	                         DBO_STR(row->amount, sizeof(row->amount)),
-	                         DBO_STR(row->currency, sizeof(row->currency)),
-	                         DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_STR(row->created_at, sizeof(row->created_at)),
-	                         DBO_STR(row->now, sizeof(row->now))};
-	enum db_rc rc;
-
-	memset(row, 0, sizeof(*row));
-	row->id = id;
-	rc = db_query(&w->db,
-	              "SELECT merchant_id, channel, channel_trade_no, out_trade_no, "
-	              "CAST(amount AS CHAR), currency, status, retry_count, "
-	              "LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
-	              "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
-	              "FROM pay_callback_log WHERE id = ? FOR UPDATE",
-	              in, 1, out, 10, NULL, NULL, found);
-	row->status = out[6].i;
-	row->retry_count = out[7].i;
-	return rc;
 }
 
 /* proc_pay_money - the payment's amount and currency against the order's, exactly */
@@ -162,7 +178,7 @@ proc_pay_detail(const struct proc_row *row, const struct proc_order *o, const ch
 	snprintf(buf, len,
 	         "%s: %s payment %.128s of %s %s for order %.128s (%s %s %s, paid by "
 	         "%.128s): %s",
-	         cblog_ref(ref, sizeof(ref), row->log, row->id), row->channel, row->trade_no,
+	         cblog_ref(ref, sizeof(ref), row->cblog, row->id), row->channel, row->trade_no,
 	         row->amount, row->currency, row->order, o->status, o->amount, o->currency,
 	         o->trade_no[0] ? o->trade_no : "-", what);
 }
@@ -232,6 +248,11 @@ proc_pay_mark_paid(struct proc_worker *w, const struct proc_row *row, struct pro
  * channel) without recording the trade: this notification is that payment. Its trade is
  * recorded and nothing is requested or emitted; the merchant's path did the rest.
  */
+/* Records the trade of an order paid without one, only if it still has none. */
+static const char SQL_RECORD_TRADE[] =
+    "UPDATE orders SET channel = ?, channel_trade_no = ? WHERE id = ? AND "
+    "(channel_trade_no IS NULL OR channel_trade_no = '')";
+
 static enum proc_tx
 proc_pay_confirm(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
                  const struct dec_rule *rule, struct proc_result *r)
@@ -241,11 +262,7 @@ proc_pay_confirm(struct proc_worker *w, const struct proc_row *row, const struct
 	enum proc_tx tx;
 	enum db_rc rc;
 
-	if (!proc_order_change(
-	        w,
-	        "UPDATE orders SET channel = ?, channel_trade_no = ? WHERE id = ? AND "
-	        "(channel_trade_no IS NULL OR channel_trade_no = '')",
-	        in, 3, r, &tx))
+	if (!proc_order_change(w, SQL_RECORD_TRADE, in, 3, r, &tx))
 		return tx;
 	snprintf(r->detail, sizeof(r->detail), "order_status=%s trade_recorded=1", o->status);
 	if (rule->alert != NULL) {
@@ -269,7 +286,7 @@ proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result
 	char detail[400];
 	enum proc_tx tx;
 
-	if (!proc_tx_open(w, m, proc_pay_lock, &row, &o, r, &tx))
+	if (!proc_tx_open(w, m, &row, &o, r, &tx))
 		return tx;
 	in.note = DN_PAY;
 	in.state = dec_state_of(o.status, o.id != 0);
@@ -279,9 +296,7 @@ proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result
 	snprintf(r->detail, sizeof(r->detail), "order_status=%s", o.id ? o.status : "MISSING");
 	switch (rule->action) {
 	case DX_RETRY:
-		snprintf(r->reason, sizeof(r->reason), "%s", rule->outcome);
-		proc_rollback(&w->db);
-		return TX_RETRY;
+		return proc_tx_retry(w, rule->outcome, r);
 	case DX_DEAD:
 		proc_pay_detail(&row, &o,
 		                strcmp(rule->outcome, "currency_mismatch") == 0

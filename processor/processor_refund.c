@@ -18,43 +18,6 @@
 #include "money.h"
 #include "processor_decide.h"
 
-/* proc_refund_lock - locks and reads the callback row */
-static enum db_rc
-proc_refund_lock(struct proc_worker *w, unsigned long long id, struct proc_row *row,
-                 unsigned long long *found)
-{
-	struct db_in in[1] = {DBI_I64(id)};
-	struct db_out out[13] = {DBO_STR(row->merchant, sizeof(row->merchant)),
-	                         DBO_STR(row->channel, sizeof(row->channel)),
-	                         DBO_STR(row->trade_no, sizeof(row->trade_no)),
-	                         DBO_STR(row->pay_trade_no, sizeof(row->pay_trade_no)),
-	                         DBO_STR(row->order, sizeof(row->order)),
-	                         DBO_STR(row->amount, sizeof(row->amount)),
-	                         DBO_I64(),
-	                         DBO_STR(row->currency, sizeof(row->currency)),
-	                         DBO_STR(row->chan_status, sizeof(row->chan_status)),
-	                         DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_STR(row->created_at, sizeof(row->created_at)),
-	                         DBO_STR(row->now, sizeof(row->now))};
-	enum db_rc rc;
-
-	memset(row, 0, sizeof(*row));
-	row->log = CBLOG_REFUND;
-	row->id = id;
-	rc = db_query(&w->db,
-	              "SELECT merchant_id, channel, refund_no, channel_trade_no, out_trade_no, "
-	              "CAST(amount AS CHAR), amount_cumulative, currency, refund_status, status, "
-	              "retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
-	              "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
-	              "FROM refund_callback_log WHERE id = ? FOR UPDATE",
-	              in, 1, out, 13, NULL, NULL, found);
-	row->cumulative = out[6].i != 0;
-	row->status = out[9].i;
-	row->retry_count = out[10].i;
-	return rc;
-}
-
 /* proc_refund_detail - the alert text: which refund, of which payment, for which order */
 static void
 proc_refund_detail(const struct proc_row *row, const struct proc_order *o, const char *what,
@@ -65,11 +28,10 @@ proc_refund_detail(const struct proc_row *row, const struct proc_order *o, const
 	snprintf(buf, len,
 	         "%s: %s refund %.128s (status %s) of %s %s, payment %.128s, order %.128s "
 	         "(%s, paid by %.128s): %s",
-	         cblog_ref(ref, sizeof(ref), row->log, row->id), row->channel, row->trade_no,
-	         row->chan_status[0] ? row->chan_status : "-",
-	         row->amount, row->currency, row->pay_trade_no[0] ? row->pay_trade_no : "-",
-	         row->order, o->id ? o->status : "missing", o->trade_no[0] ? o->trade_no : "-",
-	         what);
+	         cblog_ref(ref, sizeof(ref), row->cblog, row->id), row->channel, row->trade_no,
+	         row->chan_status[0] ? row->chan_status : "-", row->amount, row->currency,
+	         row->pay_trade_no[0] ? row->pay_trade_no : "-", row->order,
+	         o->id ? o->status : "missing", o->trade_no[0] ? o->trade_no : "-", what);
 }
 
 /* What each alert of the refund rules says, after the refund's names. */
@@ -130,16 +92,21 @@ proc_refunded_event(struct proc_worker *w, const struct proc_row *row, const str
 	char nth[24];
 	enum db_rc rc;
 
-	rc = db_query(&w->db,
-	              "SELECT COUNT(*) FROM order_events WHERE merchant_id = ? AND out_trade_no = ? "
-	              "AND event_type = 'order.refunded'",
-	              in, 2, out, 1, NULL, NULL, NULL);
+	rc =
+	    db_query(&w->db,
+	             "SELECT COUNT(*) FROM order_events WHERE merchant_id = ? AND out_trade_no = ? "
+	             "AND event_type = 'order.refunded'",
+	             in, 2, out, 1, NULL, NULL, NULL);
 	if (rc != DB_OK)
 		return rc;
 	snprintf(nth, sizeof(nth), "%lld", (long long)out[0].i + 1);
 	return proc_outbox_add(w, row, "order.refunded", out[0].i == 0 ? NULL : nth, after_s,
 	                       o->currency, trade, r);
 }
+
+/* The order's refunded amount and status, only if the status is still the one read. */
+static const char SQL_REFUNDED[] =
+    "UPDATE orders SET refunded_amount = ?, status = ? WHERE id = ? AND status = ?";
 
 /* proc_refund_ledger_apply - DX_LEDGER: the ledger row, the order, its events */
 static enum proc_tx
@@ -166,10 +133,7 @@ proc_refund_ledger_apply(struct proc_worker *w, const struct proc_row *row,
 		                      DBI_STR(o->status)};
 		enum proc_tx tx;
 
-		if (!proc_order_change(w,
-		                       "UPDATE orders SET refunded_amount = ?, status = ? WHERE id = "
-		                       "? AND status = ?",
-		                       in, 4, r, &tx))
+		if (!proc_order_change(w, SQL_REFUNDED, in, 4, r, &tx))
 			return tx;
 	}
 	/* One event per refund that moved money, named by its refund number, and the order's
@@ -201,11 +165,8 @@ proc_refund_request(struct proc_worker *w, const struct proc_row *row, const str
 		rc = proc_request_settle(w, row, q);
 	else
 		rc = proc_request_record_early(w, row);
-	if (rc == DB_DUPLICATE) {
-		snprintf(r->reason, sizeof(r->reason), "refund request changed under the lock");
-		proc_rollback(&w->db);
-		return TX_RETRY;
-	}
+	if (rc == DB_DUPLICATE)
+		return proc_tx_retry(w, "refund request changed under the lock", r);
 	if (rc != DB_OK)
 		return proc_tx_error(w, rc, "refund request", r);
 	snprintf(r->detail, sizeof(r->detail), "payment=%.100s request=%s", row->pay_trade_no,
@@ -226,7 +187,7 @@ proc_refund(struct proc_worker *w, const struct msg_callback *m, struct proc_res
 	enum proc_tx tx;
 	enum db_rc rc = DB_OK;
 
-	if (!proc_tx_open(w, m, proc_refund_lock, &row, &o, r, &tx))
+	if (!proc_tx_open(w, m, &row, &o, r, &tx))
 		return tx;
 	memset(&v, 0, sizeof(v));
 	memset(&q, 0, sizeof(q));
@@ -250,9 +211,7 @@ proc_refund(struct proc_worker *w, const struct msg_callback *m, struct proc_res
 	         dec_money_name(in.money));
 	switch (rule->action) {
 	case DX_RETRY:
-		snprintf(r->reason, sizeof(r->reason), "%s", rule->outcome);
-		proc_rollback(&w->db);
-		return TX_RETRY;
+		return proc_tx_retry(w, rule->outcome, r);
 	case DX_DEAD:
 		proc_refund_detail(&row, &o, proc_refund_why(rule->alert), detail, sizeof(detail));
 		return proc_dead(w, &row, rule->outcome, detail, r);

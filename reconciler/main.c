@@ -7,18 +7,6 @@
 #include "daemon.h"
 #include "reconciler.h"
 
-static const struct daemon_ops reconciler_ops = {
-    .name = "paycb-reconciler",
-    .summary = "the outbound side: refunds, payment queries, closes at the channels",
-    .proc = PROC_RECONCILER,
-    .init = recon_d_init,
-    .loop = recon_d_loop,
-    .drain = recon_d_drain,
-    .reload = recon_d_reload,
-};
-
-int
-main(int argc, char **argv)
-{
-	return daemon_main(argc, argv, &reconciler_ops);
-}
+DAEMON_MAIN(recon, "paycb-reconciler",
+            "the outbound side: refunds, payment queries, closes at the channels", PROG_RECONCILER,
+            recon_daemon_reload)

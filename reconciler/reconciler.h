@@ -89,10 +89,10 @@ void recon_count_call(enum chan_id ch, enum recon_ep ep, const struct chan_resul
                       long long us);
 
 /* reconciler_daemon.c */
-int recon_d_init(const struct conf *cf, void **state);
-int recon_d_loop(void *state, long long *wait_ms);
-int recon_d_drain(void *state);
-int recon_d_reload(void *state, struct conf *nc, char *err, size_t errlen);
+int recon_daemon_init(const struct conf *cf, void **state);
+int recon_daemon_loop(void *state, long long *wait_ms);
+int recon_daemon_drain(void *state);
+int recon_daemon_reload(void *state, struct conf *nc, char *err, size_t errlen);
 
 /* reconciler_clients.c */
 int recon_clients_open(struct reconciler *r, char *err, size_t errlen);

@@ -49,7 +49,7 @@ recon_free(struct reconciler *r)
 }
 
 int
-recon_d_init(const struct conf *cf, void **state)
+recon_daemon_init(const struct conf *cf, void **state)
 {
 	struct reconciler *r;
 	char err[512];
@@ -131,7 +131,7 @@ recon_cycle(struct reconciler *r, int *more)
 }
 
 int
-recon_d_loop(void *state, long long *wait_ms)
+recon_daemon_loop(void *state, long long *wait_ms)
 {
 	struct reconciler *r = state;
 	long long now = clock_mono_ms();
@@ -157,7 +157,7 @@ recon_d_loop(void *state, long long *wait_ms)
 }
 
 int
-recon_d_drain(void *state)
+recon_daemon_drain(void *state)
 {
 	recon_free(state);
 	metrics_free();
@@ -165,12 +165,12 @@ recon_d_drain(void *state)
 }
 
 /*
- * recon_d_reload - SIGHUP, between two cycles on the one thread that uses the clients: every
+ * recon_daemon_reload - SIGHUP, between two cycles on the one thread that uses the clients: every
  * merchant's clients are built again from nc (its credentials and the client settings of the
  * reconciler section), and swapped in only when all of them were.
  */
 int
-recon_d_reload(void *state, struct conf *nc, char *err, size_t errlen)
+recon_daemon_reload(void *state, struct conf *nc, char *err, size_t errlen)
 {
 	struct reconciler *r = state, fresh;
 

@@ -39,7 +39,7 @@ publish(struct reconciler *r, const struct recon_order *w, const char *channel,
 	int klen, vlen;
 
 	memset(&m, 0, sizeof(m));
-	m.log = CBLOG_PAY;
+	m.cblog = CBLOG_PAY;
 	m.id = id;
 	m.attempt = 1;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", w->merchant);
@@ -68,7 +68,7 @@ reserve(struct reconciler *r, struct chan_client *cl, const struct recon_order *
 	size_t alen = 0;
 	const char *ans = chan_last_answer(cl, &alen);
 	int scale = money_currency_scale(p->currency);
-	struct cblog_row row = {.log = CBLOG_PAY,
+	struct cblog_row row = {.cblog = CBLOG_PAY,
 	                        .merchant_id = w->merchant,
 	                        .channel = channel,
 	                        .channel_trade_no = p->channel_trade_no,

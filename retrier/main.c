@@ -7,17 +7,6 @@
 #include "daemon.h"
 #include "retrier.h"
 
-static const struct daemon_ops retrier_ops = {
-    .name = "paycb-retrier",
-    .summary = "the retry scheduler: leases, backoff ladder, dead letters, outbox, purge",
-    .proc = PROC_RETRIER,
-    .init = retrier_d_init,
-    .loop = retrier_d_loop,
-    .drain = retrier_d_drain,
-};
-
-int
-main(int argc, char **argv)
-{
-	return daemon_main(argc, argv, &retrier_ops);
-}
+DAEMON_MAIN(retrier, "paycb-retrier",
+            "the retry scheduler: leases, backoff ladder, dead letters, outbox, purge",
+            PROG_RETRIER, NULL)

@@ -84,9 +84,9 @@ int retrier_close(struct retrier *r);
 /* One full cycle. *more is set when a batch was full (run the next cycle at once). Returns 0,
  * or -1 when a step failed (logged; the next cycle tries again). */
 int retrier_cycle(struct retrier *r, int *more);
-int retrier_d_init(const struct conf *cf, void **state);
-int retrier_d_loop(void *state, long long *wait_ms);
-int retrier_d_drain(void *state);
+int retrier_daemon_init(const struct conf *cf, void **state);
+int retrier_daemon_loop(void *state, long long *wait_ms);
+int retrier_daemon_drain(void *state);
 
 /* retrier_sweep.c: leases and republishes due rows of one log. */
 extern const char *const retrier_sql_due[CBLOG_N];

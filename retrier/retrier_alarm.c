@@ -54,13 +54,16 @@
 	"UPDATE " T " SET old_alerted_at = NOW(3) WHERE id = ? AND status = 0 AND "                \
 	"old_alerted_at IS NULL"
 
-static const char *const sql_stuck[CBLOG_N] = CBLOG_SQL(STUCK_SQL);
-static const char *const sql_dead_count[CBLOG_N] = CBLOG_SQL(DEAD_COUNT_SQL);
-static const char *const sql_unsent_count[CBLOG_N] = CBLOG_SQL(UNSENT_COUNT_SQL);
-static const char *const sql_steps[CBLOG_N] = CBLOG_SQL(STEPS_SQL);
-static const char *const sql_old_count[CBLOG_N] = CBLOG_SQL(OLD_COUNT_SQL);
-static const char *const sql_old_new[CBLOG_N] = CBLOG_SQL(OLD_NEW_SQL);
-static const char *const sql_old_mark[CBLOG_N] = CBLOG_SQL(OLD_MARK_SQL);
+/* The alarm's statements for one callback table T. */
+#define ALARM_SQL(T)                                                                               \
+	{                                                                                          \
+		STUCK_SQL(T), DEAD_COUNT_SQL(T), UNSENT_COUNT_SQL(T), STEPS_SQL(T),                \
+		    OLD_COUNT_SQL(T), OLD_NEW_SQL(T), OLD_MARK_SQL(T)                              \
+	}
+
+static const struct {
+	const char *stuck, *dead_count, *unsent_count, *steps, *old_count, *old_new, *old_mark;
+} sql[CBLOG_N] = CBLOG_SQL(ALARM_SQL);
 
 /* retrier_alert - writes one alerts row (the caller logs the event=alert line). */
 int
@@ -89,7 +92,7 @@ retrier_alarm_check(struct retrier *r, struct retrier_counts *c)
 		struct db_in in[1] = {DBI_I64(r->cf->retrier.stuck_after_s)};
 		struct db_out out[2] = {DBO_I64(), DBO_I64()};
 
-		if (db_query(&r->db, sql_stuck[lg], in, 1, out, 2, NULL, NULL, NULL) != DB_OK) {
+		if (db_query(&r->db, sql[lg].stuck, in, 1, out, 2, NULL, NULL, NULL) != DB_OK) {
 			log_warn(NULL, "event=alarm_check_failed error=\"%s\"", r->db.last_error);
 			return -1;
 		}
@@ -177,7 +180,7 @@ old_alert(struct retrier *r, enum cblog lg, const struct old_row *w, long long a
 
 	cblog_ref(cbid, sizeof(cbid), lg, w->id);
 	if (db_begin(&r->db) != DB_OK ||
-	    db_exec(&r->db, sql_old_mark[lg], in, 1, &affected, NULL) != DB_OK)
+	    db_exec(&r->db, sql[lg].old_mark, in, 1, &affected, NULL) != DB_OK)
 		goto fail;
 	if (affected == 1) {
 		snprintf(detail, sizeof(detail),
@@ -230,7 +233,7 @@ retrier_old_check(struct retrier *r, struct retrier_counts *c)
 		                        DBO_I64(),
 		                        DBO_I64()};
 
-		if (db_query(&r->db, sql_old_count[lg], in, 2, cnt, 2, NULL, NULL, NULL) != DB_OK)
+		if (db_query(&r->db, sql[lg].old_count, in, 2, cnt, 2, NULL, NULL, NULL) != DB_OK)
 			goto db_fail;
 		metrics_set(retrier_mx.old[lg], cnt[0].i);
 		c->old += cnt[0].i;
@@ -239,7 +242,7 @@ retrier_old_check(struct retrier *r, struct retrier_counts *c)
 		if (cnt[0].i == 0)
 			continue;
 		s.n = 0;
-		if (db_query(&r->db, sql_old_new[lg], in, 3, out, 7, old_collect, &s, NULL) !=
+		if (db_query(&r->db, sql[lg].old_new, in, 3, out, 7, old_collect, &s, NULL) !=
 		    DB_OK)
 			goto db_fail;
 		for (int i = 0; i < s.n; i++) {
@@ -295,15 +298,15 @@ retrier_gauges(struct retrier *r)
 
 		memset(&a, 0, sizeof(a));
 		a.last = n + 1;
-		if (db_query(&r->db, sql_dead_count[lg], NULL, 0, out, 1, NULL, NULL, NULL) !=
+		if (db_query(&r->db, sql[lg].dead_count, NULL, 0, out, 1, NULL, NULL, NULL) !=
 		    DB_OK)
 			goto fail;
 		metrics_set(retrier_mx.dead_rows[lg], out[0].i);
-		if (db_query(&r->db, sql_unsent_count[lg], NULL, 0, out, 1, NULL, NULL, NULL) !=
+		if (db_query(&r->db, sql[lg].unsent_count, NULL, 0, out, 1, NULL, NULL, NULL) !=
 		    DB_OK)
 			goto fail;
 		metrics_set(retrier_mx.dlq_unsent[lg], out[0].i);
-		if (db_query(&r->db, sql_steps[lg], in, 1, out, 3, steps_collect, &a, NULL) !=
+		if (db_query(&r->db, sql[lg].steps, in, 1, out, 3, steps_collect, &a, NULL) !=
 		    DB_OK)
 			goto fail;
 		for (int k = 0; k <= n + 1; k++)

@@ -149,7 +149,7 @@ retrier_ready(void *arg, char *why, size_t len)
 }
 
 int
-retrier_d_init(const struct conf *cf, void **state)
+retrier_daemon_init(const struct conf *cf, void **state)
 {
 	struct retrier *r = NULL;
 	char err[512];
@@ -182,7 +182,7 @@ retrier_d_init(const struct conf *cf, void **state)
 }
 
 int
-retrier_d_loop(void *state, long long *wait_ms)
+retrier_daemon_loop(void *state, long long *wait_ms)
 {
 	struct retrier *r = state;
 	long long now = clock_mono_ms();
@@ -209,7 +209,7 @@ retrier_d_loop(void *state, long long *wait_ms)
 }
 
 int
-retrier_d_drain(void *state)
+retrier_daemon_drain(void *state)
 {
 	struct retrier *r = state;
 	int left;

@@ -130,7 +130,7 @@ dlq_collect(void *arg, struct db_out *o)
 static int
 dlq_job(struct retrier *r, enum cblog lg, const struct dlq_row *w, struct retrier_job *j)
 {
-	struct msg_dead_letter d = {.log = lg, .id = w->id, .merchant_id = w->merchant,
+	struct msg_dead_letter d = {.cblog = lg, .id = w->id, .merchant_id = w->merchant,
 	                            .channel = w->channel, .channel_trade_no = w->trade,
 	                            .out_trade_no = w->order, .retry_count = w->retry_count,
 	                            .last_error = w->last_error, .reason = w->reason,

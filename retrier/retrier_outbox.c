@@ -45,7 +45,7 @@ static const char *const sql_lease =
 struct ob_row {
 	unsigned long long id, callback_id;
 	char event_id[256], event_type[49];
-	enum cblog log; /* of the callback that caused the event */
+	enum cblog cblog; /* of the callback that caused the event */
 };
 
 struct ob_set {
@@ -77,7 +77,7 @@ ob_collect(void *arg, struct db_out *o)
 	w->id = (unsigned long long)o[0].i;
 	snprintf(w->event_id, sizeof(w->event_id), "%s", o[1].buf);
 	snprintf(w->event_type, sizeof(w->event_type), "%s", o[2].buf);
-	w->log = strncmp(w->event_type, "order.refund", 12) == 0 ? CBLOG_REFUND : CBLOG_PAY;
+	w->cblog = strncmp(w->event_type, "order.refund", 12) == 0 ? CBLOG_REFUND : CBLOG_PAY;
 	w->callback_id = (unsigned long long)o[5].i;
 	if ((n = msg_key(o[3].buf, o[4].buf, j->key, sizeof(j->key))) < 0 ||
 	    (j->val = strdup(o[6].buf)) == NULL)
@@ -144,7 +144,7 @@ ob_mark(struct retrier *r, struct ob_set *s, struct retrier_counts *c, int *full
 		char id[24], e1[128], e2[256];
 
 		if (s->rows[i].callback_id)
-			cblog_ref(id, sizeof(id), s->rows[i].log, s->rows[i].callback_id);
+			cblog_ref(id, sizeof(id), s->rows[i].cblog, s->rows[i].callback_id);
 		else
 			snprintf(id, sizeof(id), "-");
 		if (s->jobs[i].rc != KQ_DELIVERED) {

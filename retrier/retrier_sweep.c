@@ -172,7 +172,7 @@ due_job(struct retrier *r, enum cblog lg, const struct due_row *w, struct retrie
 	int len;
 
 	memset(&m, 0, sizeof(m));
-	m.log = lg;
+	m.cblog = lg;
 	m.id = w->id;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", w->merchant);
 	snprintf(m.channel, sizeof(m.channel), "%s", w->channel);

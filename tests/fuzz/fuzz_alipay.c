@@ -21,7 +21,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	if (len < 1 || len > 65536)
 		return 0;
 	if ((data[0] & 1) == 0) {
-		ali_verify_parse(&k->ali, data + 1, len - 1, &n, reason, sizeof(reason));
+		notify_ali_verify_parse(&k->ali, data + 1, len - 1, &n, reason, sizeof(reason));
 		return 0;
 	}
 	{
@@ -42,9 +42,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			keys[cnt] = line;
 			vals[cnt++] = eq + 1;
 		}
-		if (ali_sign_notify(k->priv, keys, vals, cnt, &body) == 0)
-			ali_verify_parse(&k->ali, (const uint8_t *)body, strlen(body), &n, reason,
-					 sizeof(reason));
+		if (notify_ali_sign(k->priv, keys, vals, cnt, &body) == 0)
+			notify_ali_verify_parse(&k->ali, (const uint8_t *)body, strlen(body), &n,
+			                        reason, sizeof(reason));
 		free(body);
 		free(copy);
 	}

@@ -24,7 +24,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		return 0;
 	fwrite(data, 1, len, fp);
 	fclose(fp);
-	conf_load(path, PROC_INGEST, &cf, &errs);
+	conf_load(path, PROG_INGEST, &cf, &errs);
 	conf_free(&cf);
 	return 0;
 }

@@ -28,15 +28,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		hv[i - 1] = '\0';
 		struct http_hdr h[1] = {{"Stripe-Signature", hv}};
 		const uint8_t *body = i < len ? data + i + 1 : data + len;
-		stripe_verify_parse(&k->stripe, h, 1, body, (size_t)(data + len - body), now, &n,
-				    reason, sizeof(reason));
+		notify_stripe_verify_parse(&k->stripe, h, 1, body, (size_t)(data + len - body), now,
+		                           &n, reason, sizeof(reason));
 		return 0;
 	}
-	if (stripe_sign_header((const uint8_t *)k->secret, strlen(k->secret), data + 1, len - 1,
-			       now, hv, sizeof(hv)) == 0) {
+	if (notify_stripe_sign_header((const uint8_t *)k->secret, strlen(k->secret), data + 1,
+	                              len - 1, now, hv, sizeof(hv)) == 0) {
 		struct http_hdr h[1] = {{"Stripe-Signature", hv}};
-		stripe_verify_parse(&k->stripe, h, 1, data + 1, len - 1, now, &n, reason,
-				    sizeof(reason));
+		notify_stripe_verify_parse(&k->stripe, h, 1, data + 1, len - 1, now, &n, reason,
+		                           sizeof(reason));
 	}
 	return 0;
 }

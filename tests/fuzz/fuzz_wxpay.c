@@ -21,7 +21,7 @@ verify(const struct fuzz_keys *k, const struct http_hdr *h, size_t nh, const uin
 	struct notify n;
 	char reason[256];
 
-	wx_verify_parse(&k->wx, h, nh, body, blen, now, &n, reason, sizeof(reason));
+	notify_wx_verify_parse(&k->wx, h, nh, body, blen, now, &n, reason, sizeof(reason));
 }
 
 int
@@ -69,9 +69,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			return 0;
 		memcpy(plain, data + 1, len - 1);
 		plain[len - 1] = '\0';
-		if (wx_sign_notify(k->priv, k->serial, k->wx.apiv3_key,
-				   (data[0] & 4) ? "REFUND.SUCCESS" : "TRANSACTION.SUCCESS", plain,
-				   now, &out, ts, nonce, &sig) == 0) {
+		if (notify_wx_sign(k->priv, k->serial, k->wx.apiv3_key,
+		                   (data[0] & 4) ? "REFUND.SUCCESS" : "TRANSACTION.SUCCESS", plain,
+		                   now, &out, ts, nonce, &sig) == 0) {
 			struct http_hdr hh[4] = {{"Wechatpay-Timestamp", ts},
 						 {"Wechatpay-Nonce", nonce},
 						 {"Wechatpay-Signature", sig},

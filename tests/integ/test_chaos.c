@@ -596,7 +596,7 @@ future_stamped(void)
 			        in, 1, out, 5, NULL, NULL, &rows) != DB_OK ||
 			    rows == 0)
 				break;
-			m.log = CBLOG_PAY;
+			m.cblog = CBLOG_PAY;
 			m.id = (unsigned long long)out[0].i;
 			snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", merchant);
 			snprintf(m.channel, sizeof(m.channel), "%s", channel);

@@ -151,7 +151,7 @@ produce_at(const char *topic, int32_t partition, unsigned long long id, const ch
 	int klen, vlen;
 
 	memset(&m, 0, sizeof(m));
-	m.log = CBLOG_PAY;
+	m.cblog = CBLOG_PAY;
 	m.id = id;
 	m.attempt = attempt;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", M);

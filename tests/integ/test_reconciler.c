@@ -475,7 +475,7 @@ wx_note(const struct sim_merchant *m, const char *order, const char *txn, long l
 	    "\"2026-12-02T10:34:56+08:00\",\"payer\":{\"openid\":\"o1\"},\"amount\":{\"total\":"
 	    "%lld,\"payer_total\":%lld,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}",
 	    m->mchid, order, txn, cents, cents);
-	if (wx_sign_notify(m->wx_cert_key, m->wx_serial, m->apiv3, "TRANSACTION.SUCCESS", plain,
+	if (notify_wx_sign(m->wx_cert_key, m->wx_serial, m->apiv3, "TRANSACTION.SUCCESS", plain,
 	                   time(NULL), &n->body, tsh, nonce, &sig) != 0)
 		return -1;
 	n->len = strlen(n->body);
@@ -500,7 +500,7 @@ late_notification(const struct chan_case *ch, const char *order, const char *txn
 	char err[256], path[128], amount[32];
 	int nm = 0, status = -1, rc = -1;
 
-	if (r == NULL || conf_load(conf_path, PROC_SIM, &lc, &errs) != 0 ||
+	if (r == NULL || conf_load(conf_path, PROG_SIM, &lc, &errs) != 0 ||
 	    sim_merchants_load(&lc, keys, &m, &nm, err, sizeof(err)) != 0)
 		goto done;
 	snprintf(amount, sizeof(amount), "%lld.%02lld", cents / 100, cents % 100);

@@ -5,7 +5,7 @@
  *
  * Encrypts PLAINTEXT_JSON into the resource (AEAD_AES_256_GCM with the APIv3 key), signs
  * "timestamp\nnonce\nbody\n" with the platform private key exactly as WeChat Pay does
- * (through the channel library's wx_sign_notify, chan/chan_notify.h), writes the body to
+ * (through the channel library's notify_wx_sign, chan/chan_notify.h), writes the body to
  * BODY_OUT and prints the Wechatpay-* headers on stdout, one "Name: value" per line, for
  * `curl -H @file`. The openssl command line cannot do the AES-GCM part, hence this helper.
  * Exit 0, or 1 with a message on stderr.
@@ -52,7 +52,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "ops_wxsign: %s: the APIv3 key must be 32 bytes\n", argv[3]);
 		goto done;
 	}
-	if (wx_sign_notify(pk, argv[2], key, argv[4], argv[5], time(NULL), &body, ts, nonce,
+	if (notify_wx_sign(pk, argv[2], key, argv[4], argv[5], time(NULL), &body, ts, nonce,
 	                   &sig) != 0) {
 		fprintf(stderr, "ops_wxsign: signing failed\n");
 		goto done;

@@ -186,7 +186,7 @@ chan_wx_note(const struct chan_keys *k, struct chan_note *n, EVP_PKEY *key, cons
 	struct chan_sign_in in = {event, plain, ts};
 	struct chan_signed out;
 
-	if (chan_notify_wx_ops.sign(&s, &in, &out) != 0)
+	if (notify_wx_ops.sign(&s, &in, &out) != 0)
 		return -1;
 	n->body = out.body;
 	n->len = out.len;
@@ -215,7 +215,7 @@ int
 chan_ali_note(struct chan_note *n, EVP_PKEY *key, const char *const *keys,
               const char *const *values, size_t cnt)
 {
-	if (ali_sign_notify(key, keys, values, cnt, &n->body) != 0)
+	if (notify_ali_sign(key, keys, values, cnt, &n->body) != 0)
 		return -1;
 	n->len = strlen(n->body);
 	snprintf(n->headers, sizeof(n->headers),
@@ -253,8 +253,8 @@ chan_stripe_note(struct chan_note *n, const char *secret, const char *json, time
 	if ((n->body = strdup(json)) == NULL)
 		return -1;
 	n->len = strlen(json);
-	if (stripe_sign_header((const uint8_t *)secret, strlen(secret), (const uint8_t *)n->body,
-	                       n->len, t, sig, sizeof(sig)) != 0)
+	if (notify_stripe_sign_header((const uint8_t *)secret, strlen(secret),
+	                              (const uint8_t *)n->body, n->len, t, sig, sizeof(sig)) != 0)
 		return -1;
 	snprintf(n->headers, sizeof(n->headers),
 	         "Content-Type: application/json\r\nStripe-Signature: %s\r\n", sig);

@@ -71,7 +71,7 @@ fx_pay_row(struct db *db, const struct conf *cf, const char *merchant, const cha
 	snprintf(body, sizeof(body), "{\"fixture\":\"pay\",\"trade\":\"%s\",\"order\":\"%s\"}",
 		 trade_no, order);
 	snprintf(event_id, sizeof(event_id), "evt_%s", trade_no);
-	struct cblog_row r = {.log = CBLOG_PAY, .merchant_id = merchant, .channel = channel,
+	struct cblog_row r = {.cblog = CBLOG_PAY, .merchant_id = merchant, .channel = channel,
 	                      .channel_trade_no = trade_no, .out_trade_no = order,
 	                      .event_id = event_id, .event_type = "TRANSACTION.SUCCESS",
 	                      .status = "SUCCESS", .amount = amount, .currency = currency,
@@ -106,7 +106,7 @@ fx_refund_row_status(struct db *db, const struct conf *cf, const char *merchant,
 		 "\"status\":\"%s\"}",
 		 refund_no, order, status);
 	snprintf(event_id, sizeof(event_id), "evt_%s_%s", refund_no, status);
-	struct cblog_row r = {.log = CBLOG_REFUND, .merchant_id = merchant, .channel = channel,
+	struct cblog_row r = {.cblog = CBLOG_REFUND, .merchant_id = merchant, .channel = channel,
 	                      .channel_trade_no = pay_trade_no, .out_trade_no = order,
 	                      .refund_no = refund_no, .event_id = event_id,
 	                      .event_type = event_type, .status = status, .amount = amount,

@@ -48,7 +48,7 @@ harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int pa
 	struct cfg_errors errs;
 	char buf[128], err[1024];
 
-	if (conf_load(file, PROC_TOOL, cf, &errs) != 0) {
+	if (conf_load(file, PROG_TOOL, cf, &errs) != 0) {
 		printf("# harness: %s", errs.text);
 		return -1;
 	}

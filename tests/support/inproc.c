@@ -15,7 +15,7 @@ inproc_message(struct msg_callback *m, int refund, unsigned long long id, const 
                const char *channel, const char *order, int attempt)
 {
 	memset(m, 0, sizeof(*m));
-	m->log = refund ? CBLOG_REFUND : CBLOG_PAY;
+	m->cblog = refund ? CBLOG_REFUND : CBLOG_PAY;
 	m->id = id;
 	m->attempt = attempt;
 	snprintf(m->merchant_id, sizeof(m->merchant_id), "%s", merchant);

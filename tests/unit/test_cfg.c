@@ -36,7 +36,7 @@ load(const char *text, struct cfg_errors *errs, struct conf *cf)
 
 	snprintf(buf, sizeof(buf), text, secret, secret, secret, secret, secret, secret);
 	write_file(path, buf);
-	return conf_load(path, PROC_INGEST, cf, errs);
+	return conf_load(path, PROG_INGEST, cf, errs);
 }
 
 #define GOOD_DB "database = { password_file = \"%s\"; };\n"

@@ -4,8 +4,8 @@
  * The group setup makes four RSA-2048 keys, two self-signed WeChat platform certificates (one
  * serial with a leading zero byte), a PUB_KEY_ID_ public key, an APIv3 key file, Alipay key
  * files (bare base64 and certificate) and Stripe secret files, and loads them all through the
- * keys_* loaders. Every notification is produced by the *_sign_* functions the simulator uses
- * and checked by the verifiers the daemon uses: payments, partial and full refunds, key
+ * notify_keys_* loaders. Every notification is produced by the *_sign_* functions the simulator
+ * uses and checked by the verifiers the daemon uses: payments, partial and full refunds, key
  * rotation, and the hostile cases (bad signatures, clock skew, header games, malformed and
  * non-UTF-8 bodies, GCM tag failure, amounts that are not integers). Authentic notifications
  * that are not the merchant's to apply (another mchid, sub_mchid, app id, seller, Connect
@@ -46,7 +46,8 @@ static char R[256]; /* the last reason, shown when an assertion fails */
 	do {                                                                                       \
 		enum verr got_ = (expr);                                                           \
 		if (got_ != (want))                                                                \
-			fail_msg("got %s (%s), want %s", verr_name(got_), R, verr_name(want));     \
+			fail_msg("got %s (%s), want %s", notify_verr_name(got_), R,                \
+			         notify_verr_name(want));                                          \
 	} while (0)
 
 static char paths[12][256];
@@ -79,18 +80,18 @@ setup(void **state)
 	snprintf(apiv3, sizeof(apiv3), "%s\n", APIV3);
 	snprintf(WXM.mchid, sizeof(WXM.mchid), MCHID);
 	WXM.tolerance_s = 300;
-	if (keys_wx_apiv3_load(&WXM, temp(0, apiv3), err, sizeof(err)) != 0 ||
-	    keys_wx_add(&WXM, temp(1, pem[0]), NULL, err, sizeof(err)) != 0 ||
-	    keys_wx_add(&WXM, temp(2, pem[1]), SERIAL1, err, sizeof(err)) != 0 ||
-	    keys_wx_add(&WXM, temp(3, pem[2]), PUBID, err, sizeof(err)) != 0)
+	if (notify_keys_wx_apiv3_load(&WXM, temp(0, apiv3), err, sizeof(err)) != 0 ||
+	    notify_keys_wx_add(&WXM, temp(1, pem[0]), NULL, err, sizeof(err)) != 0 ||
+	    notify_keys_wx_add(&WXM, temp(2, pem[1]), SERIAL1, err, sizeof(err)) != 0 ||
+	    notify_keys_wx_add(&WXM, temp(3, pem[2]), PUBID, err, sizeof(err)) != 0)
 		return -1;
 	snprintf(ALM.app_id, sizeof(ALM.app_id), APPID);
-	if (keys_ali_add(&ALM, temp(4, b64key), err, sizeof(err)) != 0 ||
-	    keys_ali_add(&ALM, temp(5, pem[1]), err, sizeof(err)) != 0)
+	if (notify_keys_ali_add(&ALM, temp(4, b64key), err, sizeof(err)) != 0 ||
+	    notify_keys_ali_add(&ALM, temp(5, pem[1]), err, sizeof(err)) != 0)
 		return -1;
 	STM.tolerance_s = 300;
-	if (keys_stripe_add(&STM, temp(6, "whsec_old_secret\n"), err, sizeof(err)) != 0 ||
-	    keys_stripe_add(&STM, temp(7, "whsec_new_secret"), err, sizeof(err)) != 0)
+	if (notify_keys_stripe_add(&STM, temp(6, "whsec_old_secret\n"), err, sizeof(err)) != 0 ||
+	    notify_keys_stripe_add(&STM, temp(7, "whsec_new_secret"), err, sizeof(err)) != 0)
 		return -1;
 	for (i = 0; i < 8; i++)
 		tk_unlink(paths[i]);
@@ -106,9 +107,9 @@ static int
 teardown(void **state)
 {
 	(void)state;
-	keys_wx_free(&WXM);
-	keys_ali_free(&ALM);
-	keys_stripe_free(&STM);
+	notify_keys_wx_free(&WXM);
+	notify_keys_ali_free(&ALM);
+	notify_keys_stripe_free(&STM);
 	for (int i = 0; i < 4; i++)
 		EVP_PKEY_free(K[i]);
 	return 0;
@@ -167,7 +168,7 @@ wx_build(struct wxmsg *w, EVP_PKEY *key, const char *serial, const char *event, 
          time_t ts)
 {
 	memset(w, 0, sizeof(*w));
-	assert_int_equal(wx_sign_notify(key, serial, (const uint8_t *)APIV3, event, plain, ts,
+	assert_int_equal(notify_wx_sign(key, serial, (const uint8_t *)APIV3, event, plain, ts,
 	                                &w->body, w->ts, w->nonce, &w->sig),
 	                 0);
 	wx_headers(w, serial);
@@ -209,8 +210,8 @@ wx_edit(struct wxmsg *w, const char *key, const char *value)
 static enum verr
 wx_run(struct wxmsg *w, time_t now, struct notify *n)
 {
-	return wx_verify_parse(&WXM, w->h, w->nh, (const uint8_t *)w->body, strlen(w->body), now, n,
-	                       R, sizeof(R));
+	return notify_wx_verify_parse(&WXM, w->h, w->nh, (const uint8_t *)w->body, strlen(w->body),
+	                              now, n, R, sizeof(R));
 }
 
 static void
@@ -605,7 +606,7 @@ ali_body(EVP_PKEY *k, const char *spec)
 		keys[n] = line;
 		vals[n++] = eq + 1;
 	}
-	assert_int_equal(ali_sign_notify(k, keys, vals, n, &body), 0);
+	assert_int_equal(notify_ali_sign(k, keys, vals, n, &body), 0);
 	free(copy);
 	return body;
 }
@@ -618,7 +619,7 @@ ali_body(EVP_PKEY *k, const char *spec)
 static enum verr
 ali_run(const char *body, struct notify *n)
 {
-	return ali_verify_parse(&ALM, (const uint8_t *)body, strlen(body), n, R, sizeof(R));
+	return notify_ali_verify_parse(&ALM, (const uint8_t *)body, strlen(body), n, R, sizeof(R));
 }
 
 static void
@@ -751,11 +752,13 @@ test_ali_precheck_agrees_with_the_verifier(void **state)
 
 	(void)state;
 	assert_non_null(sign);
-	assert_verr(ali_precheck(&ALM, (const uint8_t *)b, strlen(b), pr, sizeof(pr)), VERR_OK);
+	assert_verr(notify_ali_precheck(&ALM, (const uint8_t *)b, strlen(b), pr, sizeof(pr)),
+	            VERR_OK);
 	assert_verr(ali_run(b, &n), VERR_OK);
 	/* A wrong signature of the right length passes; only the verifier can tell. */
 	e = ali_replace(b, "total_amount=88.88", "total_amount=88.89");
-	assert_verr(ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)), VERR_OK);
+	assert_verr(notify_ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)),
+	            VERR_OK);
 	assert_verr(ali_run(e, &n), VERR_SIGNATURE);
 	free(e);
 	/* A signature no key of the merchant makes, none at all, and one that is not base64. */
@@ -768,7 +771,8 @@ test_ali_precheck_agrees_with_the_verifier(void **state)
 			e = malloc(keep + strlen(tails[i]) + 1);
 			memcpy(e, b, keep);
 			strcpy(e + keep, tails[i]);
-			assert_verr(ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)),
+			assert_verr(notify_ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr,
+			                                sizeof(pr)),
 			            VERR_SIGNATURE);
 			assert_verr(ali_run(e, &n), VERR_SIGNATURE);
 			free(e);
@@ -777,12 +781,13 @@ test_ali_precheck_agrees_with_the_verifier(void **state)
 	assert_true(strstr(pr, "sign") != NULL);
 	/* A malformed escape is the form decoder's verdict in both. */
 	e = ali_replace(b, "&sign=", "&sign=%ZZ");
-	assert_verr(ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)), VERR_BODY);
+	assert_verr(notify_ali_precheck(&ALM, (const uint8_t *)e, strlen(e), pr, sizeof(pr)),
+	            VERR_BODY);
 	assert_verr(ali_run(e, &n), VERR_BODY);
 	free(e);
 	/* A truncated signature: refused before the slot, as the verifier refuses it. */
 	b[strlen(b) - 3] = '\0';
-	assert_verr(ali_precheck(&ALM, (const uint8_t *)b, strlen(b), pr, sizeof(pr)),
+	assert_verr(notify_ali_precheck(&ALM, (const uint8_t *)b, strlen(b), pr, sizeof(pr)),
 	            VERR_SIGNATURE);
 	assert_verr(ali_run(b, &n), VERR_SIGNATURE);
 	free(b);
@@ -891,12 +896,12 @@ st_run(const char *secret, const char *body, time_t t, time_t now, struct notify
 	char hdr[160];
 	struct http_hdr h = {"Stripe-Signature", hdr};
 
-	assert_int_equal(stripe_sign_header((const uint8_t *)secret, strlen(secret),
-	                                    (const uint8_t *)body, strlen(body), t, hdr,
-	                                    sizeof(hdr)),
+	assert_int_equal(notify_stripe_sign_header((const uint8_t *)secret, strlen(secret),
+	                                           (const uint8_t *)body, strlen(body), t, hdr,
+	                                           sizeof(hdr)),
 	                 0);
-	return stripe_verify_parse(&STM, &h, 1, (const uint8_t *)body, strlen(body), now, n, R,
-	                           sizeof(R));
+	return notify_stripe_verify_parse(&STM, &h, 1, (const uint8_t *)body, strlen(body), now, n,
+	                                  R, sizeof(R));
 }
 
 static void
@@ -919,14 +924,14 @@ test_stripe_payment_and_secret_rotation(void **state)
 	assert_verr(st_run("whsec_new_secret", b, T0, T0, &n), VERR_OK);
 	assert_verr(st_run("whsec_third_secret", b, T0, T0, &n), VERR_SIGNATURE);
 	/* During a roll Stripe sends one v1 per secret. */
-	stripe_sign_header((const uint8_t *)"whsec_third_secret", 18, (const uint8_t *)b, strlen(b),
-	                   T0, h0, sizeof(h0));
-	stripe_sign_header((const uint8_t *)"whsec_new_secret", 16, (const uint8_t *)b, strlen(b),
-	                   T0, h1, sizeof(h1));
+	notify_stripe_sign_header((const uint8_t *)"whsec_third_secret", 18, (const uint8_t *)b,
+	                          strlen(b), T0, h0, sizeof(h0));
+	notify_stripe_sign_header((const uint8_t *)"whsec_new_secret", 16, (const uint8_t *)b,
+	                          strlen(b), T0, h1, sizeof(h1));
 	snprintf(hdr, sizeof(hdr), "%s,%s", h0, strchr(h1, ',') + 1);
-	assert_verr(
-	    stripe_verify_parse(&STM, &h, 1, (const uint8_t *)b, strlen(b), T0, &n, R, sizeof(R)),
-	    VERR_OK);
+	assert_verr(notify_stripe_verify_parse(&STM, &h, 1, (const uint8_t *)b, strlen(b), T0, &n,
+	                                       R, sizeof(R)),
+	            VERR_OK);
 	free(b);
 	/* Zero-decimal currencies are whole units. */
 	b = st_event("payment_intent.succeeded", st_pi("500", "jpy", "{\"order_id\":\"A-2\"}"));
@@ -1008,18 +1013,18 @@ test_stripe_age_and_future_and_headers(void **state)
 	assert_verr(st_run("whsec_old_secret", b, T0, T0 + 300, &n), VERR_OK); /* age 300 */
 	assert_verr(st_run("whsec_old_secret", b, T0, T0 + 301, &n), VERR_TIMESTAMP);
 	assert_verr(st_run("whsec_old_secret", b, T0, T0 - 300, &n), VERR_OK); /* 300 s ahead */
-	stripe_sign_header((const uint8_t *)"whsec_old_secret", 16, (const uint8_t *)b, strlen(b),
-	                   T0, hdr, sizeof(hdr));
-	assert_verr(
-	    stripe_verify_parse(&STM, h, 0, (const uint8_t *)b, strlen(b), T0, &n, R, sizeof(R)),
-	    VERR_HEADER);
-	assert_verr(
-	    stripe_verify_parse(&STM, h, 2, (const uint8_t *)b, strlen(b), T0, &n, R, sizeof(R)),
-	    VERR_HEADER);
+	notify_stripe_sign_header((const uint8_t *)"whsec_old_secret", 16, (const uint8_t *)b,
+	                          strlen(b), T0, hdr, sizeof(hdr));
+	assert_verr(notify_stripe_verify_parse(&STM, h, 0, (const uint8_t *)b, strlen(b), T0, &n, R,
+	                                       sizeof(R)),
+	            VERR_HEADER);
+	assert_verr(notify_stripe_verify_parse(&STM, h, 2, (const uint8_t *)b, strlen(b), T0, &n, R,
+	                                       sizeof(R)),
+	            VERR_HEADER);
 	hdr[strlen(hdr) - 1] = '\0'; /* a v1 one hex digit short */
-	assert_verr(
-	    stripe_verify_parse(&STM, h, 1, (const uint8_t *)b, strlen(b), T0, &n, R, sizeof(R)),
-	    VERR_HEADER);
+	assert_verr(notify_stripe_verify_parse(&STM, h, 1, (const uint8_t *)b, strlen(b), T0, &n, R,
+	                                       sizeof(R)),
+	            VERR_HEADER);
 	free(b);
 }
 
@@ -1205,35 +1210,35 @@ test_keys_loaders_reject_bad_files_without_echoing_secrets(void **state)
 
 	(void)state;
 	p = temp(8, "0123456789abcdefghijklmnopqrstu\n"); /* 31 bytes */
-	assert_int_equal(keys_wx_apiv3_load(&m, p, err, sizeof(err)), -1);
+	assert_int_equal(notify_keys_wx_apiv3_load(&m, p, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, p));
 	assert_non_null(strstr(err, "exactly 32 bytes"));
 	assert_null(strstr(err, "0123456789"));
 	tk_unlink(p);
 	p = temp(8, pub);
-	assert_int_equal(keys_wx_add(&m, p, NULL, err, sizeof(err)), -1);
+	assert_int_equal(notify_keys_wx_add(&m, p, NULL, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "PUB_KEY_ID_"));
-	assert_int_equal(keys_wx_add(&m, p, "PUB_KEY_ID_12x", err, sizeof(err)), -1);
-	assert_int_equal(keys_wx_add(&m, p, PUBID, err, sizeof(err)), 0);
-	assert_int_equal(keys_wx_add(&m, p, PUBID, err, sizeof(err)), -1); /* twice */
+	assert_int_equal(notify_keys_wx_add(&m, p, "PUB_KEY_ID_12x", err, sizeof(err)), -1);
+	assert_int_equal(notify_keys_wx_add(&m, p, PUBID, err, sizeof(err)), 0);
+	assert_int_equal(notify_keys_wx_add(&m, p, PUBID, err, sizeof(err)), -1); /* twice */
 	tk_unlink(p);
 	p = temp(8, cert);
-	assert_int_equal(keys_wx_add(&m, p, "ABCDEF", err, sizeof(err)), -1);
+	assert_int_equal(notify_keys_wx_add(&m, p, "ABCDEF", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "is not the configured"));
-	assert_int_equal(keys_wx_add(&m, p, NULL, err, sizeof(err)), 0);
+	assert_int_equal(notify_keys_wx_add(&m, p, NULL, err, sizeof(err)), 0);
 	assert_string_equal(m.keys[1].serial, SERIAL0);
 	tk_unlink(p);
-	assert_int_equal(keys_wx_add(&m, "/nonexistent.pem", NULL, err, sizeof(err)), -1);
+	assert_int_equal(notify_keys_wx_add(&m, "/nonexistent.pem", NULL, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "/nonexistent.pem"));
 	p = temp(8, "whsec_with space\n");
-	assert_int_equal(keys_stripe_add(&s, p, err, sizeof(err)), -1);
+	assert_int_equal(notify_keys_stripe_add(&s, p, err, sizeof(err)), -1);
 	assert_null(strstr(err, "whsec"));
 	tk_unlink(p);
 	p = temp(8, "\n");
-	assert_int_equal(keys_stripe_add(&s, p, err, sizeof(err)), -1);
+	assert_int_equal(notify_keys_stripe_add(&s, p, err, sizeof(err)), -1);
 	tk_unlink(p);
-	keys_wx_free(&m);
-	keys_stripe_free(&s);
+	notify_keys_wx_free(&m);
+	notify_keys_stripe_free(&s);
 	X509_free(c);
 	free(cert);
 	free(pub);

@@ -39,7 +39,7 @@ boot(const char *text, char *errtext, size_t len)
 	assert_true((fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600)) >= 0);
 	dup2(fd, 2);
 	close(fd);
-	rc = conf_bootstrap(path, PROC_TOOL, &cf, "paycb-test");
+	rc = conf_bootstrap(path, PROG_TOOL, &cf, "paycb-test");
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);

@@ -133,7 +133,7 @@ run(int (*loop)(void *, long long *))
 	const struct daemon_ops ops = {
 	    .name = "test-wait",
 	    .summary = "the skeleton's wait",
-	    .proc = PROC_TOOL,
+	    .prog = PROG_TOOL,
 	    .init = t_init,
 	    .loop = loop,
 	    .drain = t_drain,

@@ -100,7 +100,7 @@ test_callback_round_trip_and_hostile_input(void **state)
 	n = msg_callback_encode(&m, buf, sizeof(buf));
 	assert_true(n > 0);
 	assert_int_equal(msg_callback_decode(buf, (size_t)n, &back, err, sizeof(err)), 0);
-	assert_int_equal(back.log, CBLOG_REFUND);
+	assert_int_equal(back.cblog, CBLOG_REFUND);
 	assert_int_equal(back.id, 42);
 	assert_int_equal(back.attempt, 3);
 	assert_string_equal(back.out_trade_no, "O|1");
@@ -130,7 +130,7 @@ test_key_is_merchant_bar_order(void **state)
 static void
 test_dead_letter_bytes(void **state)
 {
-	struct msg_dead_letter d = {.log = CBLOG_REFUND, .id = 7, .merchant_id = "m1",
+	struct msg_dead_letter d = {.cblog = CBLOG_REFUND, .id = 7, .merchant_id = "m1",
 	                            .channel = "wxpay", .channel_trade_no = "R1",
 	                            .out_trade_no = "O1", .retry_count = 9,
 	                            .last_error = "say \"no\"", .reason = "ladder_exhausted",

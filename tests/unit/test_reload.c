@@ -32,16 +32,16 @@ write_file(const char *p, const char *text)
 	close(fd);
 }
 
-/* load - text (its %s the secret files) as a configuration for the program mask proc. */
+/* load - text (its %s the secret files) as a configuration for the program mask prog. */
 static void
-load(struct conf *cf, const char *text, unsigned proc)
+load(struct conf *cf, const char *text, unsigned prog)
 {
 	struct cfg_errors errs;
 	char buf[2048];
 
 	snprintf(buf, sizeof(buf), text, secret, secret, secret2);
 	write_file(cpath, buf);
-	assert_int_equal(conf_load(cpath, proc, cf, &errs), 0);
+	assert_int_equal(conf_load(cpath, prog, cf, &errs), 0);
 }
 
 struct seen {
@@ -67,8 +67,8 @@ diff_names_each_changed_setting(void **state)
 	struct seen s = {""};
 
 	(void)state;
-	load(&a, BASE, PROC_INGEST);
-	load(&b, BASE, PROC_INGEST);
+	load(&a, BASE, PROG_INGEST);
+	load(&b, BASE, PROG_INGEST);
 	cfg_diff(conf_table, &a, &b, collect, &s);
 	assert_string_equal(s.list, "");
 	conf_free(&b);
@@ -79,7 +79,7 @@ diff_names_each_changed_setting(void **state)
 	     "database = { password_file = \"%s\"; };\n"
 	     "merchants = ( { id = \"default\"; stripe = { secret_files = [ \"%s\", \"%s\" ]; }; "
 	     "} );\n",
-	     PROC_INGEST);
+	     PROG_INGEST);
 	cfg_diff(conf_table, &a, &b, collect, &s);
 	assert_string_equal(s.list, "log_level;retry.ladder_s;ingest.listen_port;"
 	                            "merchants[0].stripe.secret_files;");
@@ -90,7 +90,7 @@ diff_names_each_changed_setting(void **state)
 	     "database = { password_file = \"%s\"; };\n"
 	     "merchants = ( { id = \"default\"; stripe = { secret_files = [ \"%s\" ]; };\n"
 	     "  alipay = { app_id = \"2021\"; public_key_files = [ \"%s\" ]; }; } );\n",
-	     PROC_TOOL);
+	     PROG_TOOL);
 	cfg_diff(conf_table, &a, &b, collect, &s);
 	assert_string_equal(s.list, "merchants[0].alipay;");
 	conf_free(&b);
@@ -101,23 +101,23 @@ static void
 reloadable_settings_by_program(void **state)
 {
 	(void)state;
-	assert_true(conf_reloadable("log_level", PROC_PROCESSOR));
-	assert_true(conf_reloadable("log_level", PROC_RETRIER));
-	assert_true(conf_reloadable("merchants", PROC_INGEST));
-	assert_true(conf_reloadable("merchants[3].wxpay.keys[1].file", PROC_INGEST));
-	assert_true(conf_reloadable("merchants[0].stripe.api_key_file", PROC_RECONCILER));
-	assert_true(conf_reloadable("ingest.timestamp_tolerance_s", PROC_INGEST));
-	assert_true(conf_reloadable("reconciler.proxy", PROC_RECONCILER));
+	assert_true(conf_reloadable("log_level", PROG_PROCESSOR));
+	assert_true(conf_reloadable("log_level", PROG_RETRIER));
+	assert_true(conf_reloadable("merchants", PROG_INGEST));
+	assert_true(conf_reloadable("merchants[3].wxpay.keys[1].file", PROG_INGEST));
+	assert_true(conf_reloadable("merchants[0].stripe.api_key_file", PROG_RECONCILER));
+	assert_true(conf_reloadable("ingest.timestamp_tolerance_s", PROG_INGEST));
+	assert_true(conf_reloadable("reconciler.proxy", PROG_RECONCILER));
 	/* What a program reads once at start needs a restart. */
-	assert_false(conf_reloadable("merchants[0].stripe.secret_files", PROC_PROCESSOR));
-	assert_false(conf_reloadable("ingest.listen_port", PROC_INGEST));
-	assert_false(conf_reloadable("ingest.timestamp_tolerance_s", PROC_RECONCILER));
-	assert_false(conf_reloadable("reconciler.batch", PROC_RECONCILER));
-	assert_false(conf_reloadable("database.host", PROC_INGEST));
-	assert_false(conf_reloadable("kafka.brokers", PROC_RECONCILER));
+	assert_false(conf_reloadable("merchants[0].stripe.secret_files", PROG_PROCESSOR));
+	assert_false(conf_reloadable("ingest.listen_port", PROG_INGEST));
+	assert_false(conf_reloadable("ingest.timestamp_tolerance_s", PROG_RECONCILER));
+	assert_false(conf_reloadable("reconciler.batch", PROG_RECONCILER));
+	assert_false(conf_reloadable("database.host", PROG_INGEST));
+	assert_false(conf_reloadable("kafka.brokers", PROG_RECONCILER));
 	/* A prefix names a whole setting, not the start of another one's name. */
-	assert_false(conf_reloadable("log_levels", PROC_INGEST));
-	assert_false(conf_reloadable("merchantsx", PROC_INGEST));
+	assert_false(conf_reloadable("log_levels", PROG_INGEST));
+	assert_false(conf_reloadable("merchantsx", PROG_INGEST));
 }
 
 #define APIV3_OLD "abcdefghijklmnopqrstuvwxyz012345"
@@ -135,33 +135,33 @@ previous_apiv3_key_opens_the_old_resources(void **state)
 
 	(void)state;
 	assert_non_null(key);
-	assert_int_equal(wx_sign_notify(key, "5A", (const uint8_t *)APIV3_OLD,
+	assert_int_equal(notify_wx_sign(key, "5A", (const uint8_t *)APIV3_OLD,
 	                                "TRANSACTION.SUCCESS", plain, time(NULL), &body, ts, nonce,
 	                                &sig),
 	                 0);
 	write_file(secret, APIV3_NEW "\n");
 	write_file(secret2, APIV3_OLD);
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(keys_wx_apiv3_load(&m, secret, err, sizeof(err)), 0);
+	assert_int_equal(notify_keys_wx_apiv3_load(&m, secret, err, sizeof(err)), 0);
 	/* The current key alone: the tag refuses it. */
-	assert_int_equal(wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out, &olen,
-	                                 reason, sizeof(reason)),
+	assert_int_equal(notify_wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out,
+	                                        &olen, reason, sizeof(reason)),
 	                 VERR_DECRYPT);
-	assert_int_equal(keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), 0);
-	assert_int_equal(wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out, &olen,
-	                                 reason, sizeof(reason)),
+	assert_int_equal(notify_keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), 0);
+	assert_int_equal(notify_wx_decrypt_body(&m, (const uint8_t *)body, strlen(body), &out,
+	                                        &olen, reason, sizeof(reason)),
 	                 VERR_OK);
 	assert_int_equal(olen, strlen(plain));
 	assert_memory_equal(out, plain, olen);
 	free(out);
 	/* The same key as both is a mistake, named without the key. */
-	keys_wx_free(&m);
-	assert_int_equal(keys_wx_apiv3_load(&m, secret2, err, sizeof(err)), 0);
-	assert_int_equal(keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), -1);
+	notify_keys_wx_free(&m);
+	assert_int_equal(notify_keys_wx_apiv3_load(&m, secret2, err, sizeof(err)), 0);
+	assert_int_equal(notify_keys_wx_apiv3_previous(&m, secret2, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "previous APIv3 key is the current one"));
 	assert_null(strstr(err, APIV3_OLD));
 	assert_int_equal(m.apiv3_prev_len, 0);
-	keys_wx_free(&m);
+	notify_keys_wx_free(&m);
 	free(body);
 	free(sig);
 	EVP_PKEY_free(key);

@@ -5,7 +5,7 @@
  * test each): the string to sign built from the case's params must be the case's
  * expected_string_to_sign, that string must verify exactly when the case says "valid", and
  * the params, form-encoded (and the derived raw body where there is one), must get the
- * endpoint result in the table below from ali_verify_parse().
+ * endpoint result in the table below from notify_ali_verify_parse().
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,7 +64,7 @@ params_form(json_t *params, struct form *f)
 	}
 }
 
-/* endpoint - runs ali_verify_parse() and checks the outcome and, if accepted, the fields. */
+/* endpoint - runs notify_ali_verify_parse() and checks the outcome and, if accepted, the fields. */
 static void
 endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, json_t *params,
          enum verr want, enum notify_kind kind)
@@ -76,9 +76,10 @@ endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, json_
 
 	m.keys[0] = key;
 	snprintf(m.app_id, sizeof(m.app_id), "%s", vec_str(params, "app_id"));
-	got = ali_verify_parse(&m, body, len, &n, reason, sizeof(reason));
+	got = notify_ali_verify_parse(&m, body, len, &n, reason, sizeof(reason));
 	if (got != want)
-		fail_msg("%s: got %s (%s), want %s", name, verr_name(got), reason, verr_name(want));
+		fail_msg("%s: got %s (%s), want %s", name, notify_verr_name(got), reason,
+		         notify_verr_name(want));
 	if (got != VERR_OK)
 		return;
 	assert_int_equal(n.kind, kind);
@@ -94,7 +95,8 @@ endpoint(const char *name, const uint8_t *body, size_t len, EVP_PKEY *key, json_
 	assert_string_equal(amount, vec_str(params, "total_amount"));
 	/* For a different app_id it is authentic but not this merchant's: unroutable. */
 	snprintf(m.app_id, sizeof(m.app_id), "2000000000000000");
-	assert_int_equal(ali_verify_parse(&m, body, len, &n, reason, sizeof(reason)), VERR_OK);
+	assert_int_equal(notify_ali_verify_parse(&m, body, len, &n, reason, sizeof(reason)),
+	                 VERR_OK);
 	assert_int_equal(n.kind, NOTIFY_UNROUTABLE);
 	assert_string_equal(n.unroutable, "foreign_app_id");
 }
@@ -132,14 +134,14 @@ test_case(void **state)
 
 	/* The string to sign, built by our code from the params as received. */
 	params_form(params, &f);
-	assert_int_equal(ali_sign_content(&f, keep, &content, &clen), 0);
+	assert_int_equal(notify_ali_sign_content(&f, keep, &content, &clen), 0);
 	if (keep && form_get(&f, "sign_type") == NULL) {
 		/* The expected string carries a sign_type the params lack: the Node re-insertion.
 		 */
 		assert_string_not_equal(content, want);
 		free(content);
 		assert_int_equal(form_add(&f, "sign_type", 9, "RSA2", 4), 0);
-		assert_int_equal(ali_sign_content(&f, keep, &content, &clen), 0);
+		assert_int_equal(notify_ali_sign_content(&f, keep, &content, &clen), 0);
 	}
 	assert_string_equal(content, want);
 	free(content);

@@ -1,7 +1,7 @@
 /*
  * test_vectors_stripe - every Stripe vector in tests/vectors/inbound/stripe/derived/cases.json, one
  * cmocka test per case, data-driven: the case's body file, header, secret, clock and tolerance
- * go to stripe_verify_parse(), the outcome must match the table below (which must agree with
+ * go to notify_stripe_verify_parse(), the outcome must match the table below (which must agree with
  * the case's "expect" text), and accepted event bodies must parse into the fields the body
  * itself holds. Our signer must also reproduce each plain valid header byte for byte.
  */
@@ -131,30 +131,31 @@ test_case(void **state)
 	assert_non_null(owned = strdup(secret));
 	m.secrets[0] = (struct stripe_secret){(uint8_t *)owned, strlen(owned)};
 	m.tolerance_s = (int)json_integer_value(json_object_get(c, "tolerance"));
-	got = stripe_verify_parse(&m, &h, 1, body, len,
-	                          (time_t)json_integer_value(json_object_get(c, "now")), &n, reason,
-	                          sizeof(reason));
+	got = notify_stripe_verify_parse(&m, &h, 1, body, len,
+	                                 (time_t)json_integer_value(json_object_get(c, "now")), &n,
+	                                 reason, sizeof(reason));
 	if (got != st_expect[i].want)
-		fail_msg("%s: got %s (%s), want %s", name, verr_name(got), reason,
-		         verr_name(st_expect[i].want));
+		fail_msg("%s: got %s (%s), want %s", name, notify_verr_name(got), reason,
+		         notify_verr_name(st_expect[i].want));
 	if (got == VERR_OK)
 		check_fields(&n, body, len);
 	/* A live merchant keeps such an event but does not apply it. */
 	if (got == VERR_OK && n.kind != NOTIFY_IGNORED) {
 		m.test_mode = 0;
-		assert_int_equal(
-		    stripe_verify_parse(&m, &h, 1, body, len,
-		                        (time_t)json_integer_value(json_object_get(c, "now")), &n,
-		                        reason, sizeof(reason)),
-		    VERR_OK);
+		assert_int_equal(notify_stripe_verify_parse(
+		                     &m, &h, 1, body, len,
+		                     (time_t)json_integer_value(json_object_get(c, "now")), &n,
+		                     reason, sizeof(reason)),
+		                 VERR_OK);
 		assert_int_equal(n.kind, NOTIFY_UNROUTABLE);
 		assert_string_equal(n.unroutable, "test_mode");
 	}
 	/* A plain "t=...,v1=<lower hex>" valid header is exactly what our signer writes. */
 	if (got == VERR_OK && sscanf(header, "t=%lld,v1=%*64[0-9a-f]%n", &t, &pos) == 1 &&
 	    header[pos] == '\0') {
-		assert_int_equal(stripe_sign_header((const uint8_t *)secret, strlen(secret), body,
-		                                    len, (time_t)t, mine, sizeof(mine)),
+		assert_int_equal(notify_stripe_sign_header((const uint8_t *)secret, strlen(secret),
+		                                           body, len, (time_t)t, mine,
+		                                           sizeof(mine)),
 		                 0);
 		assert_string_equal(mine, header);
 	}

@@ -3,7 +3,7 @@
  *
  * The official SDK vectors check the primitives (RSA verify, AES-GCM) and one end-to-end
  * notification; each case of derived/cases.json becomes its own cmocka test that feeds the
- * case's headers, body and clock to wx_verify_parse(). What each case must yield is in the
+ * case's headers, body and clock to notify_wx_verify_parse(). What each case must yield is in the
  * table below; the test also checks that the table agrees with the case's "expect" text, and
  * fails for a case the table does not know, so a new vector forces a decision here.
  */
@@ -172,16 +172,17 @@ test_derived_case(void **state)
 		snprintf(m.mchid, sizeof(m.mchid), "%s", vec_str(pj, "mchid"));
 	}
 	nh = headers(hj, h, 8);
-	got = wx_verify_parse(&m, h, nh, body, blen,
-	                      (time_t)json_integer_value(json_object_get(c, "now")), &n, reason,
-	                      sizeof(reason));
+	got = notify_wx_verify_parse(&m, h, nh, body, blen,
+	                             (time_t)json_integer_value(json_object_get(c, "now")), &n,
+	                             reason, sizeof(reason));
 	if (got != want)
-		fail_msg("%s: got %s (%s), want %s", name, verr_name(got), reason, verr_name(want));
+		fail_msg("%s: got %s (%s), want %s", name, notify_verr_name(got), reason,
+		         notify_verr_name(want));
 	if (want == VERR_OK && pj != NULL) {
 		check_fields(&n, body, blen, pj);
 		/* The decrypted bytes are exactly the expected plaintext file. */
 		assert_int_equal(
-		    wx_decrypt_body(&m, body, blen, &plain, &blen, reason, sizeof(reason)),
+		    notify_wx_decrypt_body(&m, body, blen, &plain, &blen, reason, sizeof(reason)),
 		    VERR_OK);
 		assert_int_equal(blen, plen);
 		assert_memory_equal(plain, plain_file, plen);
@@ -190,8 +191,8 @@ test_derived_case(void **state)
 		/* "the signature itself is valid": at the header's own time it is accepted. */
 		long long ts = strtoll(vec_str(hj, "Wechatpay-Timestamp"), NULL, 10);
 
-		got =
-		    wx_verify_parse(&m, h, nh, body, blen, (time_t)ts, &n, reason, sizeof(reason));
+		got = notify_wx_verify_parse(&m, h, nh, body, blen, (time_t)ts, &n, reason,
+		                             sizeof(reason));
 		assert_int_equal(got, VERR_OK);
 	}
 	free(plain);
@@ -223,15 +224,15 @@ test_go_end_to_end_notification_aes128(void **state)
 	                    vec_str(json_object_get(c, "headers"), "Wechatpay-Serial"));
 	nh = headers(json_object_get(c, "headers"), h, 8);
 	assert_int_equal(
-	    wx_verify_parse(&m, h, nh, body, blen,
-	                    (time_t)json_integer_value(json_object_get(c, "fixed_now_unix")), &n,
-	                    reason, sizeof(reason)),
+	    notify_wx_verify_parse(&m, h, nh, body, blen,
+	                           (time_t)json_integer_value(json_object_get(c, "fixed_now_unix")),
+	                           &n, reason, sizeof(reason)),
 	    VERR_OK);
 	/* PAYSCORE.USER_OPEN_SERVICE is authentic but no payment: verified, then ignored. */
 	assert_int_equal(n.kind, NOTIFY_IGNORED);
 	assert_string_equal(n.event_type, "PAYSCORE.USER_OPEN_SERVICE");
-	assert_int_equal(wx_decrypt_body(&m, body, blen, &plain, &plen, reason, sizeof(reason)),
-	                 VERR_OK);
+	assert_int_equal(
+	    notify_wx_decrypt_body(&m, body, blen, &plain, &plen, reason, sizeof(reason)), VERR_OK);
 	want = vec_str(c, "expected_plaintext");
 	assert_int_equal(plen, strlen(want));
 	assert_memory_equal(plain, want, plen);

@@ -20,7 +20,7 @@
  * database, Kafka, the callbacks topic and ingest's publish budget) and adding a process kind
  * to the settings table for a tool that owns none would change nothing a user sees.
  */
-#define BENCH_PROC PROC_SIM
+#define BENCH_PROG PROG_SIM
 
 /* `paycb-bench dbceiling`: the database's own ceiling for ingest's INSERT or the processor's
  * transaction, by a plain client. */

@@ -107,7 +107,7 @@ one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 {
 	char trade[64];
 	struct cblog_row r = {
-	    .log = CBLOG_PAY,
+	    .cblog = CBLOG_PAY,
 	    .merchant_id = "default",
 	    .channel = "wxpay",
 	    .channel_trade_no = trade,
@@ -205,7 +205,7 @@ fail:
 static enum db_rc
 one_publish(struct ceiling *c, struct db *db, int i)
 {
-	struct msg_callback m = {.log = CBLOG_PAY, .channel = "wxpay", .attempt = 1};
+	struct msg_callback m = {.cblog = CBLOG_PAY, .channel = "wxpay", .attempt = 1};
 	char key[256], val[512], err[256];
 	int klen, vlen;
 	enum db_rc rc;
@@ -430,7 +430,7 @@ bench_dbceiling_main(int argc, char **argv)
 		rc = rc < 0 ? 0 : rc;
 		goto done;
 	}
-	if ((rc = conf_bootstrap(o.conf, BENCH_PROC, &cf, "paycb-bench")) != 0) {
+	if ((rc = conf_bootstrap(o.conf, BENCH_PROG, &cf, "paycb-bench")) != 0) {
 		goto done;
 	}
 	for (size_t i = 0; i < sizeof(body); i++)

@@ -149,7 +149,7 @@ bench_drain_main(int argc, char **argv)
 	memset(&cf, 0, sizeof(cf));
 	if ((rc = drain_opts(argc, argv, &conf, &report, &mark, &after, &count, &wait_s)) != 0)
 		goto done;
-	if ((rc = conf_bootstrap(conf, BENCH_PROC, &cf, "paycb-bench")) != 0) {
+	if ((rc = conf_bootstrap(conf, BENCH_PROG, &cf, "paycb-bench")) != 0) {
 		goto done;
 	}
 	if (db_open(&db, &cf.db) != DB_OK) {

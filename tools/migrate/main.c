@@ -62,7 +62,7 @@ main(int argc, char **argv)
 		default: usage(stderr); return EXIT_USAGE;
 		}
 	}
-	if ((rc = conf_bootstrap(file, PROC_TOOL, &cf, "paycb-migrate")) != 0)
+	if ((rc = conf_bootstrap(file, PROG_TOOL, &cf, "paycb-migrate")) != 0)
 		return rc;
 	if (create && migrate_create_db(&cf, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-migrate: %s\n", err);

@@ -138,7 +138,7 @@ main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if ((rc = conf_bootstrap(file, PROC_TOOL, &cf, "paycbctl")) != 0)
+	if ((rc = conf_bootstrap(file, PROG_TOOL, &cf, "paycbctl")) != 0)
 		return rc;
 	memset(&c, 0, sizeof(c));
 	c.cf = &cf;

@@ -58,7 +58,7 @@ replay_publish(struct ctl *c, enum cblog lg, unsigned long long id, const struct
 	if (c->kp == NULL && kq_producer_new(&c->cf->kafka, &c->kp, err, errlen) != 0)
 		return -1;
 	memset(&m, 0, sizeof(m));
-	m.log = lg;
+	m.cblog = lg;
 	m.id = id;
 	snprintf(m.merchant_id, sizeof(m.merchant_id), "%s", w->merchant);
 	snprintf(m.channel, sizeof(m.channel), "%s", w->channel);

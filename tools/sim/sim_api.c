@@ -311,7 +311,7 @@ sim_api_main(int argc, char **argv)
 		                "[--tls-port P --tls-cert PEM --tls-key PEM]\n");
 		return EXIT_USAGE;
 	}
-	if (conf_bootstrap(o.conf, PROC_SIM, &sim_api.cf, "paycb-sim api") != 0)
+	if (conf_bootstrap(o.conf, PROG_SIM, &sim_api.cf, "paycb-sim api") != 0)
 		return EXIT_CONFIG;
 	if (load_keys(&o, err, sizeof(err)) != 0) {
 		fprintf(stderr, "paycb-sim api: %s\n", err);

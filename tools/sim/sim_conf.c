@@ -189,7 +189,7 @@ sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, in
 	if (sim_conf_save(&c, out, err, errlen) != 0)
 		goto done;
 	/* Checked as every program reads it, key files included. */
-	if (conf_load(out, PROC_INGEST | PROC_PROCESSOR | PROC_RETRIER | PROC_SIM, &check, &errs) !=
+	if (conf_load(out, PROG_INGEST | PROG_PROCESSOR | PROG_RETRIER | PROG_SIM, &check, &errs) !=
 	    0) {
 		snprintf(err, errlen, "the written configuration %s does not validate:\n%s", out,
 		         errs.text);

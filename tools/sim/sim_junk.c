@@ -252,7 +252,7 @@ sim_junk_main(int argc, char **argv)
 		rc = rc < 0 ? 0 : rc;
 		goto done;
 	}
-	if ((rc = conf_bootstrap(conf, PROC_SIM, &cf, "paycb-sim")) != 0) {
+	if ((rc = conf_bootstrap(conf, PROG_SIM, &cf, "paycb-sim")) != 0) {
 		goto done;
 	}
 	rc = EXIT_SOFTWARE;

@@ -103,7 +103,7 @@ sign_wx(const struct sim_merchant *m, const struct sim_note *n, time_t now, stru
 	struct chan_signed out;
 	int rc = -1;
 
-	if (plain != NULL && chan_notify_wx_ops.sign(&s, &in, &out) == 0) {
+	if (plain != NULL && notify_wx_ops.sign(&s, &in, &out) == 0) {
 		b->body = out.body;
 		b->len = out.len;
 		snprintf(b->headers, sizeof(b->headers), "%s", out.headers);
@@ -162,7 +162,7 @@ sign_ali(const struct sim_merchant *m, const struct sim_note *n, time_t now, str
 			P("gmt_close", when);
 	}
 #undef P
-	if (ali_sign_notify(m->ali_key, k, v, c, &b->body) != 0)
+	if (notify_ali_sign(m->ali_key, k, v, c, &b->body) != 0)
 		return -1;
 	b->len = strlen(b->body);
 	snprintf(b->headers, sizeof(b->headers),
@@ -308,13 +308,14 @@ sim_note_headers(const struct sim_merchant *m, const struct sim_note *n, const s
 		return k < 0 || (size_t)k >= len ? -1 : 0;
 	}
 	/* The newest secret signs; during a roll Stripe adds a v1 under the other one. */
-	if (stripe_sign_header(m->stripe[m->nstripe - 1], m->stripe_len[m->nstripe - 1],
-	                       (const uint8_t *)b->body, b->len, now, sig, sizeof(sig)) != 0)
+	if (notify_stripe_sign_header(m->stripe[m->nstripe - 1], m->stripe_len[m->nstripe - 1],
+	                              (const uint8_t *)b->body, b->len, now, sig, sizeof(sig)) != 0)
 		return -1;
 	other[0] = '\0';
 	if (n->stripe_both && m->nstripe > 1) {
-		if (stripe_sign_header(m->stripe[0], m->stripe_len[0], (const uint8_t *)b->body,
-		                       b->len, now, other, sizeof(other)) != 0 ||
+		if (notify_stripe_sign_header(m->stripe[0], m->stripe_len[0],
+		                              (const uint8_t *)b->body, b->len, now, other,
+		                              sizeof(other)) != 0 ||
 		    (v1 = strstr(other, ",v1=")) == NULL)
 			return -1;
 		memmove(other, v1, strlen(v1) + 1);

@@ -342,7 +342,7 @@ run_load(struct run *r)
 	struct rlimit rl;
 	char err[2048] = "", tmp[SIM_PATH];
 
-	if (conf_bootstrap(o->conf, PROC_SIM, &r->cf, "paycb-sim") != 0)
+	if (conf_bootstrap(o->conf, PROG_SIM, &r->cf, "paycb-sim") != 0)
 		return EXIT_CONFIG;
 	/* Storms hold a connection per copy. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
