@@ -47,7 +47,7 @@ admin_authorized(const struct admin *a, struct MHD_Connection *c)
 
 static enum MHD_Result
 admin_reply(struct MHD_Connection *c, unsigned code, const char *type, void *body, size_t len,
-	    enum MHD_ResponseMemoryMode mode)
+            enum MHD_ResponseMemoryMode mode)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
 	enum MHD_Result rc;
@@ -62,7 +62,7 @@ admin_reply(struct MHD_Connection *c, unsigned code, const char *type, void *bod
 
 static enum MHD_Result
 admin_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-	     const char *version, const char *upload, size_t *upload_len, void **con_cls)
+             const char *version, const char *upload, size_t *upload_len, void **con_cls)
 {
 	struct admin *a = cls;
 	char why[256];
@@ -93,7 +93,7 @@ admin_handle(void *cls, struct MHD_Connection *c, const char *url, const char *m
 	}
 	if (strcmp(method, "GET") != 0)
 		return admin_reply(c, 405, "text/plain", "method not allowed\n", 19,
-				   MHD_RESPMEM_PERSISTENT);
+		                   MHD_RESPMEM_PERSISTENT);
 	if (strcmp(url, "/healthz") == 0)
 		return admin_reply(c, 200, "text/plain", "ok\n", 3, MHD_RESPMEM_PERSISTENT);
 	if (strcmp(url, "/readyz") == 0) {
@@ -105,7 +105,7 @@ admin_handle(void *cls, struct MHD_Connection *c, const char *url, const char *m
 				log_info(NULL, "event=ready");
 			a->last_why[0] = '\0';
 			return admin_reply(c, 200, "text/plain", "ready\n", 6,
-					   MHD_RESPMEM_PERSISTENT);
+			                   MHD_RESPMEM_PERSISTENT);
 		}
 		/* The reason (host names, server messages) is for the operator's log only. */
 		if (strcmp(why, a->last_why) != 0) {
@@ -120,9 +120,9 @@ admin_handle(void *cls, struct MHD_Connection *c, const char *url, const char *m
 		size_t len = 0;
 		if (metrics_render(&text, &len) != 0)
 			return admin_reply(c, 500, "text/plain", "render failed\n", 14,
-					   MHD_RESPMEM_PERSISTENT);
+			                   MHD_RESPMEM_PERSISTENT);
 		return admin_reply(c, 200, "text/plain; version=0.0.4", text, len,
-				   MHD_RESPMEM_MUST_FREE);
+		                   MHD_RESPMEM_MUST_FREE);
 	}
 	return admin_reply(c, 404, "text/plain", "not found\n", 10, MHD_RESPMEM_PERSISTENT);
 }
@@ -161,9 +161,9 @@ admin_start(const char *addr, int port, admin_ready_fn ready, void *arg, const c
 		free(tok);
 	}
 	a->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-				admin_handle, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+	                        admin_handle, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+	                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+	                        MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
 	if (a->d == NULL) {
 		snprintf(err, errlen, "cannot listen on %s:%d for the admin listener", addr, port);
 		free(a);

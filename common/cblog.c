@@ -69,15 +69,15 @@ cblog_ref_parse(const char *s, enum cblog *lg, unsigned long long *id)
  * The reservation INSERTs, by whether the row names its source and by log. A row that names
  * none gets the column's default, which is what a notification is.
  */
-#define RESERVE_PAY(COL, VAL)                                                                  \
-	"INSERT INTO " CBLOG_TABLE_PAY " (merchant_id, channel, channel_trade_no, out_trade_no, " \
-	"event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "           \
-	"next_retry_at" COL ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? "     \
+#define RESERVE_PAY(COL, VAL)                                                                      \
+	"INSERT INTO " CBLOG_TABLE_PAY " (merchant_id, channel, channel_trade_no, out_trade_no, "  \
+	"event_id, event_type, trade_status, amount, currency, raw_body, body_sha256, "            \
+	"next_retry_at" COL ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NOW(3) + INTERVAL ? "      \
 	"SECOND" VAL ")"
-#define RESERVE_REFUND(COL, VAL)                                                               \
-	"INSERT INTO " CBLOG_TABLE_REFUND " (merchant_id, channel, refund_no, channel_trade_no, " \
-	"out_trade_no, event_id, event_type, refund_status, amount, amount_cumulative, "          \
-	"currency, raw_body, body_sha256, next_retry_at" COL ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, " \
+#define RESERVE_REFUND(COL, VAL)                                                                   \
+	"INSERT INTO " CBLOG_TABLE_REFUND " (merchant_id, channel, refund_no, channel_trade_no, "  \
+	"out_trade_no, event_id, event_type, refund_status, amount, amount_cumulative, "           \
+	"currency, raw_body, body_sha256, next_retry_at" COL ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, "  \
 	"?, ?, ?, ?, ?, NOW(3) + INTERVAL ? SECOND" VAL ")"
 
 static const char *const SQL_RESERVE[2][CBLOG_N] = {

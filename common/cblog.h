@@ -26,7 +26,10 @@ enum cblog { CBLOG_PAY = 0, CBLOG_REFUND = 1 };
 #define CBLOG_TABLE_PAY    "pay_callback_log"
 #define CBLOG_TABLE_REFUND "refund_callback_log"
 /* The per-log array of a statement that macro M builds from a table name, by enum cblog. */
+/* The initializer reads better on one line than as the block clang-format would make. */
+/* clang-format off */
 #define CBLOG_SQL(M) {M(CBLOG_TABLE_PAY), M(CBLOG_TABLE_REFUND)}
+/* clang-format on */
 
 /* The room a reference needs: "rf", 20 digits and the NUL. */
 #define CBLOG_REF_MAX 24
@@ -59,7 +62,8 @@ struct cblog_row {
 	const void *body;
 	size_t body_len;
 	const char *body_sha256;
-	long long lease_s; /* next_retry_at is now plus this: the retrier leaves it alone till then */
+	/* next_retry_at is now plus this: the retrier leaves the row alone till then. */
+	long long lease_s;
 	const char *source; /* the source column ('query' for the reconciler); NULL: the default */
 };
 

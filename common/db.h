@@ -32,10 +32,10 @@ struct db_in {
 	const char *s;
 	size_t len;
 };
-#define DBI_I64(v)     ((struct db_in){DBT_I64, (long long)(v), NULL, 0})
-#define DBI_STR(v)     ((struct db_in){DBT_STR, 0, (v), strlen(v)})
-#define DBI_BIN(v, n)  ((struct db_in){DBT_STR, 0, (const char *)(v), (n)})
-#define DBI_NULL       ((struct db_in){DBT_NULL, 0, NULL, 0})
+#define DBI_I64(v)    ((struct db_in){DBT_I64, (long long)(v), NULL, 0})
+#define DBI_STR(v)    ((struct db_in){DBT_STR, 0, (v), strlen(v)})
+#define DBI_BIN(v, n) ((struct db_in){DBT_STR, 0, (const char *)(v), (n)})
+#define DBI_NULL      ((struct db_in){DBT_NULL, 0, NULL, 0})
 
 /* A result column: DBT_I64 into i, DBT_STR into buf (NUL-terminated, truncated to cap-1). */
 struct db_out {
@@ -47,8 +47,8 @@ struct db_out {
 	int is_null;
 	int truncated;
 };
-#define DBO_I64()          ((struct db_out){DBT_I64, 0, NULL, 0, 0, 0, 0})
-#define DBO_STR(b, n)      ((struct db_out){DBT_STR, 0, (b), (n), 0, 0, 0})
+#define DBO_I64()     ((struct db_out){DBT_I64, 0, NULL, 0, 0, 0, 0})
+#define DBO_STR(b, n) ((struct db_out){DBT_STR, 0, (b), (n), 0, 0, 0})
 
 #define DB_STMT_CACHE 48
 
@@ -76,14 +76,14 @@ enum db_rc db_ensure(struct db *db);
 
 /* Runs a statement; affected rows and insert id are optional outputs. */
 enum db_rc db_exec(struct db *db, const char *sql, const struct db_in *in, int nin,
-		   unsigned long long *affected, unsigned long long *insert_id);
+                   unsigned long long *affected, unsigned long long *insert_id);
 /*
  * Runs a query. For each row, outs are filled and row_cb is called (it returns non-zero to
  * stop early). With row_cb NULL only the first row is kept. *nrows counts rows seen.
  */
 enum db_rc db_query(struct db *db, const char *sql, const struct db_in *in, int nin,
-		    struct db_out *out, int nout, int (*row_cb)(void *arg, struct db_out *out),
-		    void *arg, unsigned long long *nrows);
+                    struct db_out *out, int nout, int (*row_cb)(void *arg, struct db_out *out),
+                    void *arg, unsigned long long *nrows);
 
 /* Prepares, runs and closes a statement built at run time (DDL in the migrate tool): it
  * bypasses the cache, whose keys are the addresses of literal SQL strings. */

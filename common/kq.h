@@ -19,14 +19,14 @@ struct kq_producer;
 int kq_conf_common(rd_kafka_conf_t *conf, const struct conf_kafka *cf, char *err, size_t errlen);
 
 int kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err,
-		    size_t errlen);
+                    size_t errlen);
 /*
  * Produces one message and waits up to timeout_ms for its delivery report.
  * Returns 0 when delivered, -1 when it failed (err says why), -2 when the deadline passed
  * first (the message may still be delivered later).
  */
 int kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_t klen,
-		    const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen);
+                    const void *val, size_t vlen, int timeout_ms, char *err, size_t errlen);
 /*
  * The two halves of kq_produce_wait, for callers with several messages in flight at once:
  * kq_produce_start queues one message and returns its completion (NULL with err when it
@@ -35,8 +35,8 @@ int kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, s
  */
 struct kq_wait;
 struct kq_wait *kq_produce_start(struct kq_producer *p, const char *topic, const void *key,
-				 size_t klen, const void *val, size_t vlen, char *err,
-				 size_t errlen);
+                                 size_t klen, const void *val, size_t vlen, char *err,
+                                 size_t errlen);
 int kq_wait_end(struct kq_wait *w, const struct timespec *dl, char *err, size_t errlen);
 /*
  * One message of kq_publish_batch, and what became of it: delivered (its report said so),
@@ -65,7 +65,7 @@ int kq_publish_batch(struct kq_producer *p, const struct kq_msg *msgs, int n, in
                      struct kq_result *res);
 /* Produces without waiting; failures are counted and logged by the delivery callback. */
 int kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen,
-	       const void *val, size_t vlen, char *err, size_t errlen);
+               const void *val, size_t vlen, char *err, size_t errlen);
 /* Flushes; returns the number of messages still undelivered after timeout_ms. */
 int kq_flush(struct kq_producer *p, int timeout_ms);
 /* Counters since start. */
@@ -93,10 +93,10 @@ int kq_producer_ping(struct kq_producer *p, int timeout_ms);
  * rebalance_cb may be NULL (the default assign/unassign, for both protocols).
  */
 rd_kafka_t *kq_consumer_new(const struct conf_kafka *cf, const char *group,
-			    const char *const *topics, int ntopics,
-			    void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
-						 rd_kafka_topic_partition_list_t *, void *),
-			    void *opaque, char *err, size_t errlen);
+                            const char *const *topics, int ntopics,
+                            void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
+                                                 rd_kafka_topic_partition_list_t *, void *),
+                            void *opaque, char *err, size_t errlen);
 /* Stores the offset after m (m's offset + 1) for the next commit. */
 int kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m);
 
@@ -107,7 +107,7 @@ int kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m);
  * Returns 0 or -1 with err. In kq_admin.c.
  */
 int kq_create_topics(const struct conf_kafka *cf, const char *const *names, const int *partitions,
-		     const long long *retention_ms, int n, int timeout_ms, int *had, char *err,
-		     size_t errlen);
+                     const long long *retention_ms, int n, int timeout_ms, int *had, char *err,
+                     size_t errlen);
 
 #endif

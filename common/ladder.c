@@ -24,7 +24,7 @@ void
 ladder_topic(const struct conf *c, int step, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s.callbacks.retry.%llds", c->kafka.topic_prefix,
-		 ladder_delay(&c->retry, step));
+	         ladder_delay(&c->retry, step));
 }
 
 int

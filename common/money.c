@@ -26,16 +26,16 @@ enum money_problem {
 };
 
 static const char *const money_texts[] = {
-	[MP_OK] = "ok",
-	[MP_EMPTY] = "empty",
-	[MP_TOO_LONG] = "too long",
-	[MP_SCALE] = "unsupported scale",
-	[MP_CHAR] = "not a plain decimal number (only digits and one '.')",
-	[MP_LEADING_ZERO] = "leading zero",
-	[MP_NO_INT] = "no digits before '.'",
-	[MP_NO_FRAC] = "no digits after '.'",
-	[MP_FRAC_DIGITS] = "too many decimal places",
-	[MP_RANGE] = "above the maximum amount",
+    [MP_OK] = "ok",
+    [MP_EMPTY] = "empty",
+    [MP_TOO_LONG] = "too long",
+    [MP_SCALE] = "unsupported scale",
+    [MP_CHAR] = "not a plain decimal number (only digits and one '.')",
+    [MP_LEADING_ZERO] = "leading zero",
+    [MP_NO_INT] = "no digits before '.'",
+    [MP_NO_FRAC] = "no digits after '.'",
+    [MP_FRAC_DIGITS] = "too many decimal places",
+    [MP_RANGE] = "above the maximum amount",
 };
 
 /*
@@ -104,10 +104,10 @@ money_report(char *err, size_t errlen, const char *s, enum money_problem p, int 
 	shown[i] = '\0';
 	if (p == MP_FRAC_DIGITS)
 		snprintf(err, errlen, "amount \"%s%s\": more than %d decimal places", shown,
-			 s != NULL && s[i] != '\0' ? "..." : "", scale);
+		         s != NULL && s[i] != '\0' ? "..." : "", scale);
 	else
 		snprintf(err, errlen, "amount \"%s%s\": %s", shown,
-			 s != NULL && s[i] != '\0' ? "..." : "", money_texts[p]);
+		         s != NULL && s[i] != '\0' ? "..." : "", money_texts[p]);
 }
 
 int
@@ -161,8 +161,8 @@ money_format(int64_t minor, int scale, char *buf, size_t len)
 		n = snprintf(buf, len, "%s%llu", minor < 0 ? "-" : "", (unsigned long long)mag);
 	else
 		n = snprintf(buf, len, "%s%llu.%0*llu", minor < 0 ? "-" : "",
-			     (unsigned long long)(mag / div), scale,
-			     (unsigned long long)(mag % div));
+		             (unsigned long long)(mag / div), scale,
+		             (unsigned long long)(mag % div));
 	if (n < 0 || (size_t)n >= len) {
 		buf[0] = '\0';
 		return -1;
@@ -178,14 +178,14 @@ money_format(int64_t minor, int scale, char *buf, size_t len)
  * amount off by a factor of 100 is worse than an unsupported currency.
  */
 static const char money_zero_decimal[] =
-	"BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF";
+    "BIF CLP DJF GNF JPY KMF KRW MGA PYG RWF UGX VND VUV XAF XOF XPF";
 static const char money_two_decimal[] =
-	"AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BMD BND BOB BRL BSD BTN BWP BYN "
-	"BZD CAD CDF CHF CNY COP CRC CUP CVE CZK DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS "
-	"GIP GMD GTQ GYD HKD HNL HTG HUF IDR ILS INR IRR JMD KES KGS KHR KPW KYD KZT LAK LBP LKR "
-	"LRD LSL MAD MDL MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD PAB "
-	"PEN PGK PHP PKR PLN QAR RON RSD RUB SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC "
-	"SYP SZL THB TJS TMT TOP TRY TTD TWD TZS UAH USD UYU UZS VES WST XCD YER ZAR ZMW ZWL";
+    "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BMD BND BOB BRL BSD BTN BWP BYN "
+    "BZD CAD CDF CHF CNY COP CRC CUP CVE CZK DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS "
+    "GIP GMD GTQ GYD HKD HNL HTG HUF IDR ILS INR IRR JMD KES KGS KHR KPW KYD KZT LAK LBP LKR "
+    "LRD LSL MAD MDL MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD PAB "
+    "PEN PGK PHP PKR PLN QAR RON RSD RUB SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC "
+    "SYP SZL THB TJS TMT TOP TRY TTD TWD TZS UAH USD UYU UZS VES WST XCD YER ZAR ZMW ZWL";
 
 /* money_in_list - whether the upper-case code is one of the space-separated entries. */
 static int

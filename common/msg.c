@@ -37,8 +37,7 @@ msg_copy(char *dst, size_t cap, const char *src)
 }
 
 int
-msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *err,
-		    size_t errlen)
+msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *err, size_t errlen)
 {
 	const char *log = NULL, *merchant = NULL, *channel = NULL, *order = NULL;
 	json_int_t id = 0;
@@ -52,14 +51,14 @@ msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *
 		return -1;
 	}
 	if (json_unpack_ex(o, &je, 0, "{s:i,s:s,s:I,s:s,s:s,s:s,s?i}", "v", &v, "log", &log, "id",
-			   &id, "merchant_id", &merchant, "channel", &channel, "out_trade_no",
-			   &order, "attempt", &attempt) != 0) {
+	                   &id, "merchant_id", &merchant, "channel", &channel, "out_trade_no",
+	                   &order, "attempt", &attempt) != 0) {
 		snprintf(err, errlen, "bad callback message: %s", je.text);
 		goto done;
 	}
 	if (v != 1 || id <= 0 || attempt < 1 || cblog_from_name(log, &m->cblog) != 0) {
-		snprintf(err, errlen, "bad callback message: v=%d id=%lld log=%s", v,
-			 (long long)id, log);
+		snprintf(err, errlen, "bad callback message: v=%d id=%lld log=%s", v, (long long)id,
+		         log);
 		goto done;
 	}
 	m->id = (unsigned long long)id;
@@ -114,12 +113,12 @@ msg_dead_letter_encode(const struct msg_dead_letter *d, size_t *len)
 int
 msg_order_event_encode(const struct msg_order_event *e, char *buf, size_t len)
 {
-	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "v", 1, "event_id",
-	                      e->event_id, "event_type", e->event_type, "merchant_id",
-	                      e->merchant_id, "out_trade_no", e->out_trade_no, "amount", e->amount,
-	                      "currency", e->currency, "channel", e->channel, "channel_trade_no",
-	                      e->channel_trade_no, "callback_id", (json_int_t)e->callback_id, "at",
-	                      e->at);
+	json_t *o =
+	    json_pack("{s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "v", 1, "event_id",
+	              e->event_id, "event_type", e->event_type, "merchant_id", e->merchant_id,
+	              "out_trade_no", e->out_trade_no, "amount", e->amount, "currency", e->currency,
+	              "channel", e->channel, "channel_trade_no", e->channel_trade_no, "callback_id",
+	              (json_int_t)e->callback_id, "at", e->at);
 	size_t n;
 
 	if (o == NULL)
@@ -150,8 +149,8 @@ msg_escape(char *buf, size_t len, size_t *at, const char *src)
 }
 
 int
-msg_event_id(const char *merchant, const char *order, const char *event_type,
-	     const char *ref, char *buf, size_t len)
+msg_event_id(const char *merchant, const char *order, const char *event_type, const char *ref,
+             char *buf, size_t len)
 {
 	/* Every part at its column's width, each byte escaped: 64 + 3 * 128 + 48 + 3 * 160. */
 	char full[1100], digest[65];

@@ -28,7 +28,7 @@ struct msg_callback {
 int msg_callback_encode(const struct msg_callback *m, char *buf, size_t len);
 /* Decodes a message; returns 0 or -1 with err naming the problem (hostile input). */
 int msg_callback_decode(const void *data, size_t len, struct msg_callback *m, char *err,
-			size_t errlen);
+                        size_t errlen);
 /* The partition key of m (msg_key). */
 int msg_callback_key(const struct msg_callback *m, char *buf, size_t len);
 
@@ -76,7 +76,7 @@ int msg_order_event_encode(const struct msg_order_event *e, char *buf, size_t le
  * "<merchant_id>|<event_type>|sha256:<digest of the long id>". buf needs
  * MSG_EVENT_ID_MAX + 1 bytes; returns the length or -1.
  */
-int msg_event_id(const char *merchant, const char *order, const char *event_type,
-		 const char *ref, char *buf, size_t len);
+int msg_event_id(const char *merchant, const char *order, const char *event_type, const char *ref,
+                 char *buf, size_t len);
 
 #endif

@@ -62,7 +62,7 @@ ingest_flight_free(struct ingest_flight *f)
 
 int
 ingest_flight_join(struct ingest *in, const char *key, size_t klen, struct ingest_job *j,
-		   struct ingest_flight_entry **out)
+                   struct ingest_flight_entry **out)
 {
 	struct ingest_flight *f = &in->flight;
 	unsigned h = ingest_flight_hash(key, klen);

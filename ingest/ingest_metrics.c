@@ -14,8 +14,8 @@ ingest_metrics_init(struct ingest_metrics *m)
 
 	for (int c = 0; c < CHAN_NOTIFY_COUNT; c++) {
 		for (int o = 0; o < OUT_COUNT; o++) {
-			snprintf(l, sizeof(l), "channel=\"%s\",outcome=\"%s\"",
-				 chan_notify_name(c), outcome_name((enum outcome)o));
+			snprintf(l, sizeof(l), "channel=\"%s\",outcome=\"%s\"", chan_notify_name(c),
+			         outcome_name((enum outcome)o));
 			m->requests[c][o] = metrics_counter(
 			    "paycb_ingest_requests_total",
 			    "Notifications answered, by channel and outcome (duplicate = already "
@@ -34,14 +34,14 @@ ingest_metrics_init(struct ingest_metrics *m)
 	for (int i = 0; i < 5; i++) {
 		snprintf(l, sizeof(l), "kind=\"%s\"", http[i]);
 		m->http_errors[i] = metrics_counter("paycb_ingest_http_errors_total",
-						    "Requests refused before verification.", l);
+		                                    "Requests refused before verification.", l);
 	}
-	m->reserve_lat = metrics_hist("paycb_ingest_reserve_seconds",
-				      "Time of the reserving INSERT.", "");
+	m->reserve_lat =
+	    metrics_hist("paycb_ingest_reserve_seconds", "Time of the reserving INSERT.", "");
 	m->publish_lat = metrics_hist("paycb_ingest_publish_seconds",
-				      "Time from produce to delivery report (or budget).", "");
-	m->request_lat = metrics_hist("paycb_ingest_request_seconds",
-				      "Time from full body to answer.", "");
+	                              "Time from produce to delivery report (or budget).", "");
+	m->request_lat =
+	    metrics_hist("paycb_ingest_request_seconds", "Time from full body to answer.", "");
 	m->publish_failures = metrics_counter(
 	    "paycb_ingest_publish_failures_total",
 	    "Stored rows whose publish failed or timed out (the retrier recovers them).", "");
@@ -52,10 +52,10 @@ ingest_metrics_init(struct ingest_metrics *m)
 	    "paycb_ingest_coalescing",
 	    "Copies waiting right now for the reservation of an identical copy in flight.", "");
 	m->inflight = metrics_gauge("paycb_ingest_inflight", "Requests in flight.", "");
-	m->unverified = metrics_gauge("paycb_ingest_unverified",
-				      "Requests being verified right now.", "");
+	m->unverified =
+	    metrics_gauge("paycb_ingest_unverified", "Requests being verified right now.", "");
 	m->reading = metrics_gauge("paycb_ingest_reading",
 	                           "Requests whose body is being read right now.", "");
 	m->queued = metrics_gauge("paycb_ingest_queued",
-				  "Complete requests waiting for a free worker.", "");
+	                          "Complete requests waiting for a free worker.", "");
 }

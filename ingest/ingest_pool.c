@@ -18,7 +18,7 @@
 
 int
 ingest_pool_init(struct ingest_pool *p, const struct conf_db *cf, int size, char *err,
-		 size_t errlen)
+                 size_t errlen)
 {
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_init(&p->mu, NULL);

@@ -17,7 +17,7 @@
  */
 #define NOUT_MAX 48
 static const char *const own_outcomes[] = {"dead",     "retry",       "retry_stale", "skipped",
-					   "deferred", "row_missing", "row_mismatch"};
+                                           "deferred", "row_missing", "row_mismatch"};
 static const char *outcomes[NOUT_MAX];
 static size_t nout;
 

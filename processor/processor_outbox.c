@@ -6,10 +6,10 @@
  * Each event has a stable id (msg_event_id), "<merchant_id>|<out_trade_no>|<event_type>",
  * with "|<refund number>" after it for the events of one refund (order.refund,
  * order.refund_reversed) and "|<n>" for the n-th order.refunded of an order whose full
- * refund was reversed and made again, which downstream consumers deduplicate on: a crash between the commit and the relay leaves the row unsent
- * (sent_at NULL) and the retrier's sweep publishes it later, so delivery is at least once
- * and the id makes it effectively once. The row's payload is the event as
- * msg_order_event_encode writes it (common/msg.c).
+ * refund was reversed and made again, which downstream consumers deduplicate on: a crash between
+ * the commit and the relay leaves the row unsent (sent_at NULL) and the retrier's sweep publishes
+ * it later, so delivery is at least once and the id makes it effectively once. The row's payload is
+ * the event as msg_order_event_encode writes it (common/msg.c).
  */
 #include "processor.h"
 
@@ -36,15 +36,19 @@ proc_outbox_add(struct proc_worker *w, const struct proc_row *row, const char *e
 	if (r->nevents >= PROC_EVENTS_MAX)
 		return DB_FATAL;
 	ev = &r->events[r->nevents];
-	if (msg_event_id(row->merchant, row->order, event_type, ref, event_id,
-	                 sizeof(event_id)) < 0 ||
-	    msg_order_event_encode(
-	        &(struct msg_order_event){.event_id = event_id, .event_type = event_type,
-	                                  .merchant_id = row->merchant, .out_trade_no = row->order,
-	                                  .amount = amount, .currency = currency,
-	                                  .channel = row->channel, .channel_trade_no = trade_no,
-	                                  .callback_id = row->id, .at = row->now},
-	        ev->payload, sizeof(ev->payload)) < 0) {
+	if (msg_event_id(row->merchant, row->order, event_type, ref, event_id, sizeof(event_id)) <
+	        0 ||
+	    msg_order_event_encode(&(struct msg_order_event){.event_id = event_id,
+	                                                     .event_type = event_type,
+	                                                     .merchant_id = row->merchant,
+	                                                     .out_trade_no = row->order,
+	                                                     .amount = amount,
+	                                                     .currency = currency,
+	                                                     .channel = row->channel,
+	                                                     .channel_trade_no = trade_no,
+	                                                     .callback_id = row->id,
+	                                                     .at = row->now},
+	                           ev->payload, sizeof(ev->payload)) < 0) {
 		snprintf(w->db.last_error, sizeof(w->db.last_error), "cannot encode the event");
 		return DB_FATAL;
 	}

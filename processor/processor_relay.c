@@ -40,7 +40,7 @@
  * lets the marks of many small batches share one statement.
  */
 #define PROC_RELAY_MARK_DELAY_MS 200
-#define PROC_RELAY_MARKS_MAX	 (4 * PROC_RELAY_BATCH_MAX)
+#define PROC_RELAY_MARKS_MAX     (4 * PROC_RELAY_BATCH_MAX)
 /*
  * How many delivered rows the relay remembers. An earlier event it delivered is unsent in the
  * database only until its mark, PROC_RELAY_MARK_DELAY_MS later, so this is plenty.
@@ -94,8 +94,8 @@ struct proc_relay {
  * its CPU on here.
  */
 #define PROC_RELAY_MARK_IDS OUTBOX_MARK_IDS
-#define Q4		    "?, ?, ?, ?"
-#define Q32		    Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4
+#define Q4                  "?, ?, ?, ?"
+#define Q32                 Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4
 
 /*
  * proc_relay_mark - marks pending delivered rows sent: the full chunks, or every one when
@@ -389,7 +389,8 @@ proc_relay_start(struct proc *p)
 	pthread_cond_init(&rl->room, NULL);
 	/* A database that is down now is reconnected to by the first batch that needs it. */
 	if (db_open(&rl->db, &p->cf->db) == DB_FATAL) {
-		log_error(NULL, "event=db_open_failed thread=relay error=\"%s\"", rl->db.last_error);
+		log_error(NULL, "event=db_open_failed thread=relay error=\"%s\"",
+		          rl->db.last_error);
 		goto fail;
 	}
 	if (pthread_create(&rl->thread, NULL, proc_relay_main, rl) != 0) {
@@ -445,7 +446,7 @@ proc_outbox_relay(struct proc_worker *w, const char *cbid, struct proc_result *r
 
 		if ((it = malloc(sizeof(*it))) == NULL) {
 			log_warn(cbid, "event=outbox_unsent event_row=%llu error=\"out of memory\"",
-				 r->events[i].id);
+			         r->events[i].id);
 			continue;
 		}
 		it->next = NULL;

@@ -47,8 +47,8 @@
 	"dlq_sent_at IS NULL"
 
 static const char *const sql_dead[CBLOG_N] = CBLOG_SQL(DEAD_SQL);
-static const char *const sql_dlq_due[CBLOG_N] = {
-    DLQ_DUE_SQL(CBLOG_TABLE_PAY, "channel_trade_no"), DLQ_DUE_SQL(CBLOG_TABLE_REFUND, "refund_no")};
+static const char *const sql_dlq_due[CBLOG_N] = {DLQ_DUE_SQL(CBLOG_TABLE_PAY, "channel_trade_no"),
+                                                 DLQ_DUE_SQL(CBLOG_TABLE_REFUND, "refund_no")};
 static const char *const sql_dlq_lease[CBLOG_N] = CBLOG_SQL(DLQ_LEASE_SQL);
 static const char *const sql_dlq_sent[CBLOG_N] = CBLOG_SQL(DLQ_SENT_SQL);
 
@@ -130,11 +130,17 @@ dlq_collect(void *arg, struct db_out *o)
 static int
 dlq_job(struct retrier *r, enum cblog lg, const struct dlq_row *w, struct retrier_job *j)
 {
-	struct msg_dead_letter d = {.cblog = lg, .id = w->id, .merchant_id = w->merchant,
-	                            .channel = w->channel, .channel_trade_no = w->trade,
-	                            .out_trade_no = w->order, .retry_count = w->retry_count,
-	                            .last_error = w->last_error, .reason = w->reason,
-	                            .created_at = w->created_at, .dead_at = w->dead_at};
+	struct msg_dead_letter d = {.cblog = lg,
+	                            .id = w->id,
+	                            .merchant_id = w->merchant,
+	                            .channel = w->channel,
+	                            .channel_trade_no = w->trade,
+	                            .out_trade_no = w->order,
+	                            .retry_count = w->retry_count,
+	                            .last_error = w->last_error,
+	                            .reason = w->reason,
+	                            .created_at = w->created_at,
+	                            .dead_at = w->dead_at};
 	int n;
 
 	if ((n = msg_key(w->merchant, w->order, j->key, sizeof(j->key))) < 0 ||

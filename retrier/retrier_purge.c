@@ -71,7 +71,6 @@ retrier_purge(struct retrier *r, enum cblog lg, struct retrier_counts *c)
 	}
 	return 0;
 fail:
-	log_warn(NULL, "event=purge_failed log=%s error=\"%s\"", cblog_name(lg),
-	         r->db.last_error);
+	log_warn(NULL, "event=purge_failed log=%s error=\"%s\"", cblog_name(lg), r->db.last_error);
 	return -1;
 }

@@ -27,6 +27,6 @@ struct fuzz_keys *fuzz_keys(void);
  * (names and values copied into buf), the rest is the body. Returns the header count.
  */
 size_t fuzz_split(const uint8_t *data, size_t len, struct http_hdr *hdrs, size_t max, char *buf,
-		  size_t buflen, const uint8_t **body, size_t *blen);
+                  size_t buflen, const uint8_t **body, size_t *blen);
 
 #endif

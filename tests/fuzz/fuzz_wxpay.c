@@ -56,9 +56,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		char *b64 = crypto_b64_encode_alloc(s, slen);
 		snprintf(ts, sizeof(ts), "%lld", (long long)now);
 		struct http_hdr hh[4] = {{"Wechatpay-Timestamp", ts},
-					 {"Wechatpay-Nonce", "nonce"},
-					 {"Wechatpay-Signature", b64},
-					 {"Wechatpay-Serial", k->serial}};
+		                         {"Wechatpay-Nonce", "nonce"},
+		                         {"Wechatpay-Signature", b64},
+		                         {"Wechatpay-Serial", k->serial}};
 		verify(k, hh, 4, data + 1, len - 1, now);
 		free(s);
 		free(b64);
@@ -73,9 +73,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		                   (data[0] & 4) ? "REFUND.SUCCESS" : "TRANSACTION.SUCCESS", plain,
 		                   now, &out, ts, nonce, &sig) == 0) {
 			struct http_hdr hh[4] = {{"Wechatpay-Timestamp", ts},
-						 {"Wechatpay-Nonce", nonce},
-						 {"Wechatpay-Signature", sig},
-						 {"Wechatpay-Serial", k->serial}};
+			                         {"Wechatpay-Nonce", nonce},
+			                         {"Wechatpay-Signature", sig},
+			                         {"Wechatpay-Serial", k->serial}};
 			verify(k, hh, 4, (const uint8_t *)out, strlen(out), now);
 		}
 		free(out);

@@ -26,9 +26,9 @@ schema_fingerprint(struct db *db)
 {
 	/* A checksum of every column definition in the schema: any DDL change moves it. */
 	return harness_count(db, "SELECT CRC32(GROUP_CONCAT(CONCAT_WS(',', TABLE_NAME, "
-				 "COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, IFNULL(COLUMN_DEFAULT,"
-				 "'~')) ORDER BY TABLE_NAME, ORDINAL_POSITION)) FROM "
-				 "information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()");
+	                         "COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, IFNULL(COLUMN_DEFAULT,"
+	                         "'~')) ORDER BY TABLE_NAME, ORDINAL_POSITION)) FROM "
+	                         "information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()");
 }
 
 static void
@@ -57,7 +57,7 @@ static void
 second_insert_same_trade_is_duplicate(void **state)
 {
 	struct db_in in[4] = {DBI_STR("m1"), DBI_STR("wxpay"), DBI_STR("4200000001"),
-			      DBI_STR("order-1")};
+	                      DBI_STR("order-1")};
 	unsigned long long id1 = 0, id2 = 0;
 	struct db db;
 
@@ -73,8 +73,8 @@ second_insert_same_trade_is_duplicate(void **state)
 	in[0] = DBI_STR("m2");
 	assert_int_equal(db_exec(&db, INSERT_LOG, in, 4, NULL, &id2), DB_OK);
 	assert_int_equal(harness_count(&db, "SELECT COUNT(*) FROM pay_callback_log WHERE "
-					    "channel_trade_no = '4200000001'"),
-			 3);
+	                                    "channel_trade_no = '4200000001'"),
+	                 3);
 	db_close(&db);
 }
 
@@ -82,7 +82,7 @@ static void
 lock_wait_timeout_is_retryable(void **state)
 {
 	struct db_in in[4] = {DBI_STR("m1"), DBI_STR("stripe"), DBI_STR("pi_lock"),
-			      DBI_STR("order-lock")};
+	                      DBI_STR("order-lock")};
 	struct conf_db c2 = cf.db;
 	struct db a, b;
 	long long t0;
@@ -93,23 +93,26 @@ lock_wait_timeout_is_retryable(void **state)
 	assert_int_equal(db_open(&b, &c2), DB_OK);
 	assert_int_equal(db_exec(&a, INSERT_LOG, in, 4, NULL, NULL), DB_OK);
 	assert_int_equal(db_begin(&a), DB_OK);
-	assert_int_equal(db_exec(&a, "UPDATE pay_callback_log SET retry_count = retry_count + 1 "
-				     "WHERE channel_trade_no = 'pi_lock'",
-				 NULL, 0, NULL, NULL),
-			 DB_OK);
+	assert_int_equal(db_exec(&a,
+	                         "UPDATE pay_callback_log SET retry_count = retry_count + 1 "
+	                         "WHERE channel_trade_no = 'pi_lock'",
+	                         NULL, 0, NULL, NULL),
+	                 DB_OK);
 	t0 = harness_now_ms();
-	assert_int_equal(db_exec(&b, "UPDATE pay_callback_log SET retry_count = retry_count + 1 "
-				     "WHERE channel_trade_no = 'pi_lock'",
-				 NULL, 0, NULL, NULL),
-			 DB_RETRYABLE);
+	assert_int_equal(db_exec(&b,
+	                         "UPDATE pay_callback_log SET retry_count = retry_count + 1 "
+	                         "WHERE channel_trade_no = 'pi_lock'",
+	                         NULL, 0, NULL, NULL),
+	                 DB_RETRYABLE);
 	assert_int_equal(b.last_errno, 1205);
 	assert_true(harness_now_ms() - t0 >= 900);
 	assert_int_equal(db_rollback(&a), DB_OK);
 	/* The same connection goes on working after the timeout. */
-	assert_int_equal(db_exec(&b, "UPDATE pay_callback_log SET retry_count = retry_count + 1 "
-				     "WHERE channel_trade_no = 'pi_lock'",
-				 NULL, 0, NULL, NULL),
-			 DB_OK);
+	assert_int_equal(db_exec(&b,
+	                         "UPDATE pay_callback_log SET retry_count = retry_count + 1 "
+	                         "WHERE channel_trade_no = 'pi_lock'",
+	                         NULL, 0, NULL, NULL),
+	                 DB_OK);
 	db_close(&a);
 	db_close(&b);
 }
@@ -155,7 +158,7 @@ probe_with_rows_leaves_the_connection_in_sync(void **state)
 	assert_int_equal(db_exec(&db, "SELECT 1 UNION ALL SELECT 2", NULL, 0, NULL, NULL), DB_OK);
 	{
 		struct db_in in[4] = {DBI_STR("default"), DBI_STR("wxpay"), DBI_STR("probe-sync"),
-				      DBI_STR("probe-sync")};
+		                      DBI_STR("probe-sync")};
 		assert_int_equal(db_exec(&db, INSERT_LOG, in, 4, NULL, NULL), DB_OK);
 	}
 	assert_int_equal(db.broken, 0);
@@ -187,9 +190,9 @@ money_round_trips_through_decimal(void **state)
 	(void)state;
 	harness_db(&cf, &db);
 	/* DECIMAL(18,2) keeps the largest amount exactly, with no float anywhere. */
-	assert_int_equal(db_query(&db, "SELECT CAST(? AS DECIMAL(18,2))", in, 1, out, 1, NULL,
-				  NULL, NULL),
-			 DB_OK);
+	assert_int_equal(
+	    db_query(&db, "SELECT CAST(? AS DECIMAL(18,2))", in, 1, out, 1, NULL, NULL, NULL),
+	    DB_OK);
 	assert_string_equal(buf, "99999999999999.99");
 	db_close(&db);
 }

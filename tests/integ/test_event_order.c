@@ -45,7 +45,6 @@ wait_log(const char *file, const char *needle, long long n, long long timeout_ms
 	return harness_wait_until(fx_log_has, &w, timeout_ms);
 }
 
-
 static int
 try_create_topic(void *arg)
 {

@@ -315,9 +315,8 @@ junk_one(int kind, struct httpc_resp *r)
 	case 5: /* Shaped like a real WeChat Pay notification (a real serial, a fresh timestamp, a
 	         * signature of the right length) whose signature does not match: it passes the
 	         * cheap checks and costs an RSA verification. */
-		assert_int_equal(chan_wx_pay(&K, &n, "J-5", "4200J5", 100, K.wx_cert_key,
-		                             K.wx_serial, now),
-		                 0);
+		assert_int_equal(
+		    chan_wx_pay(&K, &n, "J-5", "4200J5", 100, K.wx_cert_key, K.wx_serial, now), 0);
 		n.body[n.len / 2] ^= 1;
 		httpc_request(port, "POST", "/pay/callback/wxpay", n.headers, n.body, n.len, 10000,
 		              r);

@@ -41,9 +41,9 @@ static void
 write_conf(const char *path, const char *brokers, int p, int ap)
 {
 	assert_int_equal(chan_write_conf(&cf, &K, path, brokers, p, ap,
-					 "max_body_bytes = 65536; max_inflight = 512; "
-					 "max_unverified = 512;"),
-			 0);
+	                                 "max_body_bytes = 65536; max_inflight = 512; "
+	                                 "max_unverified = 512;"),
+	                 0);
 }
 
 static pid_t
@@ -60,7 +60,7 @@ spawn_ingest(const char *conf, const char *log, int ap)
 
 static void
 wx_note(struct chan_note *n, EVP_PKEY *key, const char *serial, const char *event,
-	const char *plain, time_t ts)
+        const char *plain, time_t ts)
 {
 	assert_int_equal(chan_wx_note(&K, n, key, serial, event, plain, ts), 0);
 }
@@ -80,7 +80,7 @@ ali_note(struct chan_note *n, EVP_PKEY *key, const char *const *k, const char *c
 
 static void
 ali_pay(struct chan_note *n, const char *order, const char *trade, const char *amount,
-	EVP_PKEY *key)
+        EVP_PKEY *key)
 {
 	assert_int_equal(chan_ali_pay(n, order, trade, amount, key), 0);
 }
@@ -93,7 +93,7 @@ stripe_note(struct chan_note *n, const char *secret, const char *json, time_t t)
 
 static void
 stripe_pay(struct chan_note *n, const char *secret, const char *order, const char *pi,
-	   long long cents, time_t t)
+           long long cents, time_t t)
 {
 	assert_int_equal(chan_stripe_pay(n, secret, order, pi, cents, t), 0);
 }
@@ -183,8 +183,8 @@ wxpay_payment_is_stored_published_and_acknowledged(void **state)
 	assert_true(id > 0);
 	assert_int_equal(
 	    rows("pay_callback_log WHERE amount = 88.88 AND currency = 'CNY' AND "
-		 "merchant_id = 'default' AND channel = 'wxpay' AND status = 0 AND "
-		 "next_retry_at > NOW(3) + INTERVAL 30 SECOND AND raw_body IS NOT NULL"),
+	         "merchant_id = 'default' AND channel = 'wxpay' AND status = 0 AND "
+	         "next_retry_at > NOW(3) + INTERVAL 30 SECOND AND raw_body IS NOT NULL"),
 	    rows("pay_callback_log WHERE channel = 'wxpay'"));
 	assert_int_equal(count_messages(id), 1);
 	free(n.body);
@@ -253,8 +253,8 @@ stripe_payment_with_rotated_secrets(void **state)
 	assert_int_equal(post("/pay/callback/stripe", &n, &r), 0);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(rows("pay_callback_log WHERE channel = 'stripe' AND currency = 'USD' AND "
-			      "amount IN (19.99, 20.00)"),
-			 2);
+	                      "amount IN (19.99, 20.00)"),
+	                 2);
 	free(n.body);
 	/* shop2 knows only the new secret: the old one is rejected there. */
 	uniq(pi, sizeof(pi), "pi_");
@@ -275,50 +275,50 @@ refunds_of_each_channel_go_to_the_refund_log(void **state)
 	(void)state;
 	uniq(order, sizeof(order), "RF");
 	snprintf(plain, sizeof(plain),
-		 "{\"mchid\":\"1900000001\",\"out_trade_no\":\"%s\",\"transaction_id\":\"4200R%s\","
-		 "\"out_refund_no\":\"R%s\",\"refund_id\":\"5030%s\",\"refund_status\":\"SUCCESS\","
-		 "\"success_time\":\"2026-12-02T10:00:00+08:00\",\"user_received_account\":\"x\","
-		 "\"amount\":{\"total\":8888,\"refund\":888,\"payer_total\":8888,\"payer_refund\":"
-		 "888}}",
-		 order, order, order, order);
+	         "{\"mchid\":\"1900000001\",\"out_trade_no\":\"%s\",\"transaction_id\":\"4200R%s\","
+	         "\"out_refund_no\":\"R%s\",\"refund_id\":\"5030%s\",\"refund_status\":\"SUCCESS\","
+	         "\"success_time\":\"2026-12-02T10:00:00+08:00\",\"user_received_account\":\"x\","
+	         "\"amount\":{\"total\":8888,\"refund\":888,\"payer_total\":8888,\"payer_refund\":"
+	         "888}}",
+	         order, order, order, order);
 	wx_note(&n, K.wx_cert_key, K.wx_serial, "REFUND.SUCCESS", plain, time(NULL));
 	assert_int_equal(post("/pay/callback/wxpay", &n, &r), 0);
 	assert_int_equal(r.status, 204);
 	free(n.body);
 	{
 		const char *k[] = {"notify_type", "notify_id",    "app_id",       "charset",
-				   "trade_no",    "out_trade_no", "trade_status", "total_amount",
-				   "refund_fee",  "out_biz_no",   "gmt_refund"};
+		                   "trade_no",    "out_trade_no", "trade_status", "total_amount",
+		                   "refund_fee",  "out_biz_no",   "gmt_refund"};
 		const char *v[] = {"trade_status_sync",
-				   "nid-r",
-				   "2021000000000001",
-				   "utf-8",
-				   "T-R1",
-				   order,
-				   "TRADE_SUCCESS",
-				   "88.88",
-				   "8.88",
-				   "BIZ-R1",
-				   "2026-12-02 10:00:00"};
+		                   "nid-r",
+		                   "2021000000000001",
+		                   "utf-8",
+		                   "T-R1",
+		                   order,
+		                   "TRADE_SUCCESS",
+		                   "88.88",
+		                   "8.88",
+		                   "BIZ-R1",
+		                   "2026-12-02 10:00:00"};
 		ali_note(&n, K.ali_key, k, v, 11);
 		assert_int_equal(post("/pay/callback/alipay", &n, &r), 0);
 		assert_string_equal(r.body, "success");
 		free(n.body);
 	}
 	snprintf(json, sizeof(json),
-		 "{\"id\":\"evt_r%s\",\"object\":\"event\",\"type\":\"refund.created\",\"data\":{"
-		 "\"object\":{\"id\":\"re_%s\",\"object\":\"refund\",\"amount\":500,\"currency\":"
-		 "\"usd\",\"status\":\"succeeded\",\"payment_intent\":\"pi_r%s\",\"metadata\":{"
-		 "\"order_id\":\"%s\"}}}}",
-		 order, order, order, order);
+	         "{\"id\":\"evt_r%s\",\"object\":\"event\",\"type\":\"refund.created\",\"data\":{"
+	         "\"object\":{\"id\":\"re_%s\",\"object\":\"refund\",\"amount\":500,\"currency\":"
+	         "\"usd\",\"status\":\"succeeded\",\"payment_intent\":\"pi_r%s\",\"metadata\":{"
+	         "\"order_id\":\"%s\"}}}}",
+	         order, order, order, order);
 	stripe_note(&n, K.stripe_new, json, time(NULL));
 	assert_int_equal(post("/pay/callback/stripe", &n, &r), 0);
 	assert_int_equal(r.status, 200);
 	free(n.body);
 	assert_int_equal(rows("refund_callback_log") - before, 3);
 	assert_int_equal(rows("refund_callback_log WHERE channel = 'alipay' AND amount = 8.88 AND "
-			      "amount_cumulative = 1"),
-			 1);
+	                      "amount_cumulative = 1"),
+	                 1);
 	assert_int_equal(rows("refund_callback_log WHERE channel = 'wxpay' AND amount = 8.88"), 1);
 }
 
@@ -331,9 +331,9 @@ other_stripe_events_are_acknowledged_not_stored(void **state)
 
 	(void)state;
 	stripe_note(&n, K.stripe_new,
-		    "{\"id\":\"evt_x\",\"object\":\"event\",\"type\":\"customer.created\","
-		    "\"data\":{\"object\":{\"id\":\"cus_1\",\"object\":\"customer\"}}}",
-		    time(NULL));
+	            "{\"id\":\"evt_x\",\"object\":\"event\",\"type\":\"customer.created\","
+	            "\"data\":{\"object\":{\"id\":\"cus_1\",\"object\":\"customer\"}}}",
+	            time(NULL));
 	assert_int_equal(post("/pay/callback/stripe", &n, &r), 0);
 	assert_int_equal(r.status, 200);
 	assert_int_equal(total_rows(), before);
@@ -357,7 +357,7 @@ storm_one(void *arg)
 
 	r.elapsed_ms = 0;
 	if (httpc_request(port, "POST", "/pay/callback/wxpay", s->n->headers, s->n->body, s->n->len,
-			  15000, &r) == 0 &&
+	                  15000, &r) == 0 &&
 	    r.status > 0)
 		status = r.status;
 	s->ms = r.elapsed_ms;
@@ -438,12 +438,12 @@ hold_key(struct db *hold, const char *txn, const char *order)
 	harness_db(&cf, hold);
 	assert_int_equal(db_begin(hold), DB_OK);
 	assert_int_equal(db_exec(hold,
-				 "INSERT INTO pay_callback_log (merchant_id, channel, "
-				 "channel_trade_no, out_trade_no, amount, currency, "
-				 "body_sha256, next_retry_at) VALUES (?, 'wxpay', ?, ?, "
-				 "'1.00', 'CNY', REPEAT('0', 64), NOW(3))",
-				 in, 3, NULL, NULL),
-			 DB_OK);
+	                         "INSERT INTO pay_callback_log (merchant_id, channel, "
+	                         "channel_trade_no, out_trade_no, amount, currency, "
+	                         "body_sha256, next_retry_at) VALUES (?, 'wxpay', ?, ?, "
+	                         "'1.00', 'CNY', REPEAT('0', 64), NOW(3))",
+	                         in, 3, NULL, NULL),
+	                 DB_OK);
 }
 
 /*
@@ -507,7 +507,7 @@ leader_blocked_or_answered(void *arg)
 
 	return __atomic_load_n(&leader->status, __ATOMIC_ACQUIRE) != 0 ||
 	       rows("information_schema.PROCESSLIST WHERE COMMAND = 'Execute' AND "
-		    "INFO LIKE 'INSERT INTO pay_callback_log%'") > 0;
+	            "INFO LIKE 'INSERT INTO pay_callback_log%'") > 0;
 }
 
 /* A condition: the ten copies after the leader s[0] of the array *arg were answered. */
@@ -650,7 +650,7 @@ unreachable_broker_still_stores_and_acknowledges_within_budget(void **state)
 	}
 	port = save;
 	assert_int_equal(rows("pay_callback_log WHERE out_trade_no LIKE 'NOKAFKA%' AND status = 0"),
-			 21);
+	                 21);
 	assert_int_equal(stop_daemon(dead_pid), 0);
 	dead_pid = 0;
 	free(n.body);
@@ -667,7 +667,7 @@ metrics_and_readiness_are_served(void **state)
 	assert_int_equal(httpc_request(admin_port, "GET", "/metrics", NULL, "", 0, 5000, &r), 0);
 	assert_int_equal(r.status, 200);
 	assert_non_null(strstr(r.body, "paycb_ingest_requests_total{channel=\"wxpay\","
-				       "outcome=\"stored\"}"));
+	                               "outcome=\"stored\"}"));
 	/* Every earlier request was answered, so none waits for a worker. */
 	assert_non_null(strstr(r.body, "\npaycb_ingest_queued 0\n"));
 }

@@ -179,7 +179,8 @@ main(void)
 		return 1;
 	conf_topic(&cf, "kqtest", topic, sizeof(topic));
 	names[0] = topic;
-	if (kq_create_topics(&cf.kafka, names, parts, NULL, 1, 30000, NULL, err, sizeof(err)) != 0) {
+	if (kq_create_topics(&cf.kafka, names, parts, NULL, 1, 30000, NULL, err, sizeof(err)) !=
+	    0) {
 		printf("# %s\n", err);
 		return 1;
 	}

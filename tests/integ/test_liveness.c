@@ -210,7 +210,6 @@ future_stamped_message_holds_its_partition_one_step_at_most(void **state)
 	assert_int_equal(fx_wait_row(&db, 0, skewed, 1, 12000), 0);
 }
 
-
 static int
 try_create_topic(void *arg)
 {

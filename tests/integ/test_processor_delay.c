@@ -37,9 +37,9 @@ done_ms(unsigned long long id)
 	struct db_in in[1] = {DBI_I64(id)};
 
 	return harness_query_i64(&db,
-				 "SELECT CAST(UNIX_TIMESTAMP(done_at) * 1000 AS SIGNED) FROM "
-				 "pay_callback_log WHERE id = ? AND status = 1",
-				 in, 1);
+	                         "SELECT CAST(UNIX_TIMESTAMP(done_at) * 1000 AS SIGNED) FROM "
+	                         "pay_callback_log WHERE id = ? AND status = 1",
+	                         in, 1);
 }
 
 static long long
@@ -61,11 +61,12 @@ failed_once(const char *order, const char *trade)
 	assert_true(id > 0);
 	{
 		struct db_in in[1] = {DBI_I64(id)};
-		assert_int_equal(db_exec(&db,
-					 "UPDATE pay_callback_log SET retry_count = 1, last_error = "
-					 "'order not found' WHERE id = ?",
-					 in, 1, NULL, NULL),
-				 DB_OK);
+		assert_int_equal(
+		    db_exec(&db,
+		            "UPDATE pay_callback_log SET retry_count = 1, last_error = "
+		            "'order not found' WHERE id = ?",
+		            in, 1, NULL, NULL),
+		    DB_OK);
 	}
 	return id;
 }
@@ -81,16 +82,15 @@ retry_message_waits_while_main_topic_flows(void **state)
 	(void)state;
 	ladder_topic(&cf, 2, retry2, sizeof(retry2)); /* the 3 s step */
 	a = failed_once("O-held", "T-held");
-	assert_int_equal(fx_publish(pub, retry2, 0, a, M, "wxpay", "O-held", 2,
-				    RD_KAFKA_PARTITION_UA, &held),
-			 0);
+	assert_int_equal(
+	    fx_publish(pub, retry2, 0, a, M, "wxpay", "O-held", 2, RD_KAFKA_PARTITION_UA, &held),
+	    0);
 	/* Same partition number on the main topic, consumed by the same (single) thread. */
 	assert_int_equal(fx_order(&db, M, "O-quick", "1.00", "CNY", "PENDING"), 0);
 	b = fx_pay_row(&db, &cf, M, "wxpay", "T-quick", "O-quick", "1.00", "CNY");
 	t0 = harness_now_ms();
-	assert_int_equal(fx_publish(pub, NULL, 0, b, M, "wxpay", "O-quick", 1, held.partition,
-				    &quick),
-			 0);
+	assert_int_equal(
+	    fx_publish(pub, NULL, 0, b, M, "wxpay", "O-quick", 1, held.partition, &quick), 0);
 	assert_int_equal(fx_wait_row(&db, 0, b, 1, WAIT_MS), 0);
 	b_done = done_ms(b);
 	printf("# main-topic message processed %lld ms after its timestamp (seen after %lld "
@@ -109,12 +109,12 @@ retry_message_waits_while_main_topic_flows(void **state)
 	assert_true(a_done < held.timestamp_ms + 3000 + 5000);
 	/* The log line follows the commit: wait for it, then it must be there exactly once. */
 	{
-		struct fx_logwait lw = {plog, "outcome=paid order=O-held merchant=default attempt=2",
-					1};
+		struct fx_logwait lw = {plog,
+		                        "outcome=paid order=O-held merchant=default attempt=2", 1};
 		assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
 	}
 	assert_true(harness_file_count(plog, "outcome=paid order=O-held merchant=default "
-					     "attempt=2") == 1);
+	                                     "attempt=2") == 1);
 }
 
 static void
@@ -130,8 +130,8 @@ held_partition_resumes_after_a_rebalance(void **state)
 	ladder_topic(&cf, 3, retry3, sizeof(retry3)); /* the 4 s step */
 	c = failed_once("O-rebalanced", "T-rebalanced");
 	assert_int_equal(fx_publish(pub, retry3, 0, c, M, "wxpay", "O-rebalanced", 2,
-				    RD_KAFKA_PARTITION_UA, &held),
-			 0);
+	                            RD_KAFKA_PARTITION_UA, &held),
+	                 0);
 	/* Wait for the first processor to hold it, then make the group rebalance. */
 	{
 		char needle[64];
@@ -178,14 +178,14 @@ group_setup(void **state)
 		for (int k = 1; k <= 3; k++) {
 			ladder_topic(&cf, k, retry, sizeof(retry));
 			if (fx_publish(pub, retry, 0, 999999, M, "wxpay", "O-none", 2,
-				       RD_KAFKA_PARTITION_UA, &pos) != 0)
+			               RD_KAFKA_PARTITION_UA, &pos) != 0)
 				return -1;
 		}
 		if (fx_order(&db, M, "O-warm", "1.00", "CNY", "PENDING") != 0 ||
 		    (id = fx_pay_row(&db, &cf, M, "wxpay", "T-warm", "O-warm", "1.00", "CNY")) ==
-			0 ||
+		        0 ||
 		    fx_publish(pub, NULL, 0, id, M, "wxpay", "O-warm", 1, RD_KAFKA_PARTITION_UA,
-			       &pos) != 0)
+		               &pos) != 0)
 			return -1;
 		return fx_wait_row(&db, 0, id, 1, WAIT_MS);
 	}

@@ -6,8 +6,8 @@
  *
  * Rows are reserved exactly as ingest reserves them (with the channel's refund status) and
  * their messages applied as the daemon applies a delivered message; each case then checks
- * that the rows are done and checks the order, the refund ledger, the refund requests, the alerts and the
- * outbox. The cases: WeChat Pay ABNORMAL and CLOSED refunds change nothing and alert, and
+ * that the rows are done and checks the order, the refund ledger, the refund requests, the alerts
+ * and the outbox. The cases: WeChat Pay ABNORMAL and CLOSED refunds change nothing and alert, and
  * a later SUCCESS of the same refund_id is applied once; Stripe's two refund
  * representations count once in either order, and a refund that fails after it succeeded
  * is reversed; refunds of paid-after-close and paid-twice payments settle their refund
@@ -51,8 +51,8 @@ wx_abnormal_refund_changes_nothing_and_a_later_success_applies_once(void **state
 	assert_int_equal(ord_alerts("E-abn", "refund_abnormal"), 1);
 	/* The alert names the order and the refund. */
 	assert_int_equal(ord_q1("SELECT COUNT(*) FROM alerts WHERE kind = 'refund_abnormal' AND "
-	                    "detail LIKE CONCAT('%', ?, '%')",
-	                    "refund 50300-abn"),
+	                        "detail LIKE CONCAT('%', ?, '%')",
+	                        "refund 50300-abn"),
 	                 1);
 	/* The merchant resolves it; WeChat Pay keeps the refund_id and says SUCCESS. */
 	r = ORD_WX_REFUND("E-abn", "50300-abn", "T-abn", "88.88", "SUCCESS");
@@ -62,8 +62,9 @@ wx_abnormal_refund_changes_nothing_and_a_later_success_applies_once(void **state
 	assert_int_equal(ord_events("E-abn", "order.refund"), 1);
 	assert_int_equal(ord_events("E-abn", "order.refunded"), 1);
 	/* A copy of the same status is a duplicate key at the reservation. */
-	assert_int_equal(fx_refund_row_status(&db, &cf, ORD_M, "wxpay", "50300-abn", "T-abn", "E-abn",
-	                                      "88.88", 0, "CNY", "REFUND.SUCCESS", "SUCCESS"),
+	assert_int_equal(fx_refund_row_status(&db, &cf, ORD_M, "wxpay", "50300-abn", "T-abn",
+	                                      "E-abn", "88.88", 0, "CNY", "REFUND.SUCCESS",
+	                                      "SUCCESS"),
 	                 0);
 }
 
@@ -81,8 +82,8 @@ wx_closed_refund_changes_nothing(void **state)
 	assert_string_equal(ord_status("E-rcl", buf, sizeof(buf)), "PAID");
 	assert_string_equal(ord_refunded("E-rcl", buf, sizeof(buf)), "0.00");
 	assert_int_equal(ord_alerts("E-rcl", "refund_closed"), 1);
-	assert_int_equal(ord_q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ?", "E-rcl"),
-	                 0);
+	assert_int_equal(
+	    ord_q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ?", "E-rcl"), 0);
 }
 
 /* ---- item 2: Stripe's two refund representations, and refunds that fail ----------------- */
@@ -139,8 +140,8 @@ stripe_refund_failing_after_success_is_reversed(void **state)
 	assert_int_equal(ord_events("E-rev", "order.refund_reversed"), 1);
 	assert_int_equal(ord_alerts("E-rev", "refund_reversed"), 1);
 	assert_int_equal(ord_q1("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no = ? AND "
-	                    "refund_no = 're_rev' AND state = 'REVERSED'",
-	                    "E-rev"),
+	                        "refund_no = 're_rev' AND state = 'REVERSED'",
+	                        "E-rev"),
 	                 1);
 	/* A canceled copy of the same refund is a new status but changes nothing more. */
 	r = ORD_STRIPE_REFUND("E-rev", "re_rev", "pi_rev", "30.00", "canceled");
@@ -169,25 +170,26 @@ refund_of_a_paid_after_close_payment_settles_its_request(void **state)
 	assert_int_equal(fx_order(&db, ORD_M, "E-pac", "30.00", "CNY", "CLOSED"), 0);
 	ord_pay("wxpay", "E-pac", "T-pac", "30.00", "CNY");
 	assert_string_equal(ord_qs("SELECT status FROM refund_requests WHERE channel_trade_no = ?",
-	                       "T-pac", buf, sizeof(buf)),
+	                           "T-pac", buf, sizeof(buf)),
 	                    "REQUESTED");
 	r = ORD_WX_REFUND("E-pac", "50300-pac", "T-pac", "30.00", "SUCCESS");
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_other_payment");
 	assert_string_equal(ord_qs("SELECT status FROM refund_requests WHERE channel_trade_no = ?",
-	                       "T-pac", buf, sizeof(buf)),
+	                           "T-pac", buf, sizeof(buf)),
 	                    "DONE");
 	assert_string_equal(ord_status("E-pac", buf, sizeof(buf)), "CLOSED");
 	assert_string_equal(ord_refunded("E-pac", buf, sizeof(buf)), "0.00");
 	assert_int_equal(ord_events("E-pac", "order.refund"), 0);
-	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_callback_log WHERE out_trade_no = ? AND "
-	                    "status = 2",
-	                    "E-pac"),
-	                 0);
+	assert_int_equal(
+	    ord_q1("SELECT COUNT(*) FROM refund_callback_log WHERE out_trade_no = ? AND "
+	           "status = 2",
+	           "E-pac"),
+	    0);
 	/* A refund of another amount settles the request too, with an alert. */
 	assert_int_equal(fx_order(&db, ORD_M, "E-pac2", "30.00", "CNY", "CLOSED"), 0);
 	ord_pay("alipay", "E-pac2", "T-pac2", "30.00", "CNY");
-	r = ord_refund("alipay", "E-pac2", "B-pac2", "T-pac2", "20.00", 1, "CNY", "trade_status_sync",
-	           "TRADE_SUCCESS");
+	r = ord_refund("alipay", "E-pac2", "B-pac2", "T-pac2", "20.00", 1, "CNY",
+	               "trade_status_sync", "TRADE_SUCCESS");
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_other_payment");
 	assert_int_equal(ord_alerts("E-pac2", "refund_request_mismatch"), 1);
 }
@@ -205,16 +207,16 @@ refund_before_its_paid_twice_payment_is_recorded_and_nothing_requested(void **st
 	r = ORD_STRIPE_REFUND("E-ptw", "re_ptw2", "pi_ptw2", "50.00", "succeeded");
 	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_before_payment");
 	assert_string_equal(ord_qs("SELECT CONCAT(status, '/', reason) FROM refund_requests WHERE "
-	                       "channel_trade_no = ?",
-	                       "pi_ptw2", buf, sizeof(buf)),
+	                           "channel_trade_no = ?",
+	                           "pi_ptw2", buf, sizeof(buf)),
 	                    "DONE/refunded_early");
 	p = ord_pay("stripe", "E-ptw", "pi_ptw2", "50.00", "USD");
 	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_twice");
-	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-ptw"),
-	                 1);
+	assert_int_equal(
+	    ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-ptw"), 1);
 	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ? AND "
-	                    "status = 'REQUESTED'",
-	                    "E-ptw"),
+	                        "status = 'REQUESTED'",
+	                        "E-ptw"),
 	                 0);
 	assert_string_equal(ord_refunded("E-ptw", buf, sizeof(buf)), "0.00");
 	assert_string_equal(ord_status("E-ptw", buf, sizeof(buf)), "PAID");
@@ -233,8 +235,8 @@ payment_of_another_amount_on_closed_or_paid_order_is_refunded_not_dead(void **st
 	p = ord_pay("wxpay", "E-cam", "T-cam", "29.99", "CNY");
 	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_after_close");
 	assert_string_equal(ord_qs("SELECT CONCAT(status, '/', CAST(amount AS CHAR)) FROM "
-	                       "refund_requests WHERE channel_trade_no = ?",
-	                       "T-cam", buf, sizeof(buf)),
+	                           "refund_requests WHERE channel_trade_no = ?",
+	                           "T-cam", buf, sizeof(buf)),
 	                    "REQUESTED/29.99");
 	assert_int_equal(ord_alerts("E-cam", "paid_after_close"), 1);
 	assert_int_equal(fx_order(&db, ORD_M, "E-pam", "30.00", "CNY", "PENDING"), 0);
@@ -242,8 +244,8 @@ payment_of_another_amount_on_closed_or_paid_order_is_refunded_not_dead(void **st
 	p = ord_pay("alipay", "E-pam", "T-pam2", "25.00", "CNY");
 	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_twice");
 	assert_string_equal(ord_qs("SELECT CONCAT(status, '/', CAST(amount AS CHAR)) FROM "
-	                       "refund_requests WHERE channel_trade_no = ?",
-	                       "T-pam2", buf, sizeof(buf)),
+	                           "refund_requests WHERE channel_trade_no = ?",
+	                           "T-pam2", buf, sizeof(buf)),
 	                    "REQUESTED/25.00");
 }
 
@@ -260,10 +262,10 @@ paid_order_without_trade_is_confirmed_not_refunded(void **state)
 	p = ord_pay("wxpay", "E-pwt", "T-pwt", "40.00", "CNY");
 	assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_confirmed");
 	assert_string_equal(ord_qs("SELECT channel_trade_no FROM orders WHERE out_trade_no = ?",
-	                       "E-pwt", buf, sizeof(buf)),
+	                           "E-pwt", buf, sizeof(buf)),
 	                    "T-pwt");
-	assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-pwt"),
-	                 0);
+	assert_int_equal(
+	    ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?", "E-pwt"), 0);
 	assert_int_equal(ord_alerts("E-pwt", "paid_twice"), 0);
 	/* A copy is now a duplicate of the recorded trade. */
 	assert_int_equal(fx_order(&db, ORD_M, "E-pwt2", "40.00", "CNY", "PAID"), 0);

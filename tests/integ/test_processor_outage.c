@@ -253,7 +253,8 @@ short_outage_mid_load_loses_nothing(void **state)
 	assert_int_equal(harness_wait_until(fx_load_done_at_least, &pr, WAIT_MS), 0);
 	assert_int_equal(harness_stop(pid, SIGTERM, 30000), 0);
 	assert_int_equal(fx_load_check(&db, &l, logs, 1, &skipped), 0);
-	printf("# db_unavailable lines: %lld\n", harness_file_count(logs[0], "event=db_unavailable"));
+	printf("# db_unavailable lines: %lld\n",
+	       harness_file_count(logs[0], "event=db_unavailable"));
 	fx_pub_free(pub);
 	fx_load_free(&l);
 }
@@ -282,27 +283,28 @@ long_outage_exits_69_and_the_message_waits_for_the_next_processor(void **state)
 	}
 	proxy_cut();
 	assert_non_null(pub = fx_pub_new(&cf));
-	assert_int_equal(fx_publish(pub, NULL, 0, id, M, "wxpay", "O-outage", 1,
-				    RD_KAFKA_PARTITION_UA, &pos),
-			 0);
+	assert_int_equal(
+	    fx_publish(pub, NULL, 0, id, M, "wxpay", "O-outage", 1, RD_KAFKA_PARTITION_UA, &pos),
+	    0);
 	rc = harness_stop(pid, 0, 60000);
 	printf("# processor exited with %d after the outage outlasted 2 s\n", rc);
 	assert_int_equal(rc, 69);
 	assert_true(harness_file_count(log1, "event=db_outage") >= 1);
 	proxy_restore();
-	assert_int_equal(harness_query_i64(&db, "SELECT status FROM pay_callback_log WHERE id = "
-						"(SELECT MAX(id) FROM pay_callback_log WHERE "
-						"out_trade_no = 'O-outage')",
-					   NULL, 0),
-			 0);
+	assert_int_equal(harness_query_i64(&db,
+	                                   "SELECT status FROM pay_callback_log WHERE id = "
+	                                   "(SELECT MAX(id) FROM pay_callback_log WHERE "
+	                                   "out_trade_no = 'O-outage')",
+	                                   NULL, 0),
+	                 0);
 	/* Its offset was not stored: the next member of the group reads it again. */
 	pid = fx_processor_start(&cf, "after", log2, sizeof(log2));
 	assert_true(pid > 0);
 	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
 	assert_int_equal(harness_stop(pid, SIGTERM, 30000), 0);
 	assert_int_equal(harness_count(&db, "SELECT COUNT(*) FROM order_events WHERE out_trade_no "
-					    "= 'O-outage'"),
-			 2);
+	                                    "= 'O-outage'"),
+	                 2);
 	fx_pub_free(pub);
 }
 

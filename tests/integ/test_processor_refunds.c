@@ -123,10 +123,10 @@ separator_in_order_and_refund_numbers_cannot_merge_two_events(void **state)
 	ord_pay("wxpay", "C-sep|order.refund|R1", "T-sep2", "8.00", "CNY");
 	assert_int_equal(ord_events("C-sep", "order.refund"), 1);
 	assert_int_equal(ord_events("C-sep|order.refund|R1", "order.paid.shipment"), 1);
-	assert_int_equal(ord_event_with("default|C-sep|order.refund|R1%7Corder.paid.shipment", "3.00"),
-	                 1);
-	assert_int_equal(ord_event_with("default|C-sep%7Corder.refund%7CR1|order.paid.shipment", "8.00"),
-	                 1);
+	assert_int_equal(
+	    ord_event_with("default|C-sep|order.refund|R1%7Corder.paid.shipment", "3.00"), 1);
+	assert_int_equal(
+	    ord_event_with("default|C-sep%7Corder.refund%7CR1|order.paid.shipment", "8.00"), 1);
 	assert_string_equal(ord_status("C-sep|order.refund|R1", buf, sizeof(buf)), "PAID");
 }
 
@@ -194,10 +194,11 @@ refund_before_its_paid_twice_payment_on_wxpay_and_alipay(void **state)
 		assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), "refund_before_payment");
 		p = ord_pay(c[i].channel, c[i].order, c[i].trade2, "20.00", c[i].cur);
 		assert_string_equal(ord_outcome(0, p, buf, sizeof(buf)), "paid_twice");
-		assert_string_equal(ord_qs("SELECT CONCAT(status, '/', reason) FROM refund_requests "
-		                           "WHERE channel_trade_no = ?",
-		                           c[i].trade2, buf, sizeof(buf)),
-		                    "DONE/refunded_early");
+		assert_string_equal(
+		    ord_qs("SELECT CONCAT(status, '/', reason) FROM refund_requests "
+		           "WHERE channel_trade_no = ?",
+		           c[i].trade2, buf, sizeof(buf)),
+		    "DONE/refunded_early");
 		assert_string_equal(ord_status(c[i].order, buf, sizeof(buf)), "PAID");
 		assert_string_equal(ord_refunded(c[i].order, buf, sizeof(buf)), "0.00");
 	}
@@ -235,7 +236,8 @@ alipay_and_stripe_paid_order_without_trade_is_confirmed_not_refunded(void **stat
 {
 	static const struct {
 		const char *channel, *order, *trade, *cur;
-	} c[] = {{"alipay", "C-pwt-ali", "T-pwtal", "CNY"}, {"stripe", "C-pwt-st", "pi_pwt", "USD"}};
+	} c[] = {{"alipay", "C-pwt-ali", "T-pwtal", "CNY"},
+	         {"stripe", "C-pwt-st", "pi_pwt", "USD"}};
 	char buf[64];
 
 	(void)state;
@@ -249,9 +251,10 @@ alipay_and_stripe_paid_order_without_trade_is_confirmed_not_refunded(void **stat
 		                           "= ?",
 		                           c[i].order, buf, sizeof(buf)),
 		                    c[i].trade);
-		assert_int_equal(ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?",
-		                        c[i].order),
-		                 0);
+		assert_int_equal(
+		    ord_q1("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no = ?",
+		           c[i].order),
+		    0);
 		assert_int_equal(ord_alerts(c[i].order, "paid_twice"), 0);
 	}
 }

@@ -90,7 +90,7 @@ reordered_load(struct fx_load *l)
 		snprintf(trade, sizeof(trade), "T-%s", order);
 		assert_int_equal(fx_order(&db, "default", order, "10.00", "CNY", "PENDING"), 0);
 		assert_true((l->pay_ids[k] = fx_pay_row(&db, &cf, "default", "wxpay", trade, order,
-							"10.00", "CNY")) > 0);
+		                                        "10.00", "CNY")) > 0);
 		moved_no[k++] = i;
 	}
 	assert_int_equal(harness_wait_until(clock_passed, &db, 5000), 0);
@@ -99,7 +99,7 @@ reordered_load(struct fx_load *l)
 		snprintf(trade, sizeof(trade), "T-%s", order);
 		snprintf(rno, sizeof(rno), "R-%s", order);
 		assert_true((l->refund_ids[k] = fx_refund_row(&db, &cf, "default", "wxpay", rno,
-							      trade, order, "1.00", 0, "CNY")) > 0);
+		                                              trade, order, "1.00", 0, "CNY")) > 0);
 	}
 }
 
@@ -112,9 +112,9 @@ publish_moved(struct fx_pub *pub, const struct fx_load *l, int refund, int n)
 	for (int k = 0; k < l->n; k++) {
 		snprintf(order, sizeof(order), "moved-%d", moved_no[k]);
 		assert_int_equal(fx_publish(pub, NULL, refund,
-					    refund ? l->refund_ids[k] : l->pay_ids[k], "default",
-					    "wxpay", order, 1, partition_of(order, n), NULL),
-				 0);
+		                            refund ? l->refund_ids[k] : l->pay_ids[k], "default",
+		                            "wxpay", order, 1, partition_of(order, n), NULL),
+		                 0);
 	}
 	assert_int_equal(fx_pub_flush(pub, 30000), 0);
 }
@@ -133,7 +133,7 @@ deferred_all(void *arg)
 
 	for (int k = 0; k < d->l->n; k++) {
 		snprintf(needle, sizeof(needle), "rf%llu: level=info event=deferred ",
-			 d->l->refund_ids[k]);
+		         d->l->refund_ids[k]);
 		if (harness_file_count(d->log, needle) == 0)
 			return 0;
 	}
@@ -161,9 +161,9 @@ growing_the_topic_loses_nothing_and_keeps_each_orders_order(void **state)
 	proc = fx_processor_start(&cf, "p", logs[0], sizeof(logs[0]));
 	assert_true(proc > 0);
 	snprintf(conf, sizeof(conf), "%s/test-logs/%s-retrier.conf", fx_dir(),
-		 cf.kafka.topic_prefix);
+	         cf.kafka.topic_prefix);
 	snprintf(logs[1], sizeof(logs[1]), "%s/test-logs/%s-retrier.log", fx_dir(),
-		 cf.kafka.topic_prefix);
+	         cf.kafka.topic_prefix);
 	assert_int_equal(harness_write_conf(&cf, conf, NULL), 0);
 	ret = harness_spawn("bin/paycb-retrier", conf, logs[1]);
 	assert_true(ret > 0);
@@ -184,7 +184,7 @@ growing_the_topic_loses_nothing_and_keeps_each_orders_order(void **state)
 	 * and of each delay topic (the default ladder's delays are all different).
 	 */
 	snprintf(needle, sizeof(needle), "event=assigned thread=0 partitions=%d ",
-		 (1 + (int)cf.retry.ladder_s.n) * PARTS_TO / 2);
+	         (1 + (int)cf.retry.ladder_s.n) * PARTS_TO / 2);
 	lw = (struct fx_logwait){logs[0], needle, 1};
 	assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
 	needle[strlen("event=assigned thread=")] = '1';
@@ -203,11 +203,11 @@ growing_the_topic_loses_nothing_and_keeps_each_orders_order(void **state)
 		snprintf(order, sizeof(order), "after-%d", i);
 		int32_t p = partition_of(order, PARTS_TO);
 		assert_int_equal(fx_publish(pub, NULL, 0, after.pay_ids[i], "default", "wxpay",
-					    order, 1, p, NULL),
-				 0);
+		                            order, 1, p, NULL),
+		                 0);
 		assert_int_equal(fx_publish(pub, NULL, 1, after.refund_ids[i], "default", "wxpay",
-					    order, 1, p, NULL),
-				 0);
+		                            order, 1, p, NULL),
+		                 0);
 	}
 	fx_pub_free(pub);
 
@@ -234,10 +234,10 @@ growing_the_topic_loses_nothing_and_keeps_each_orders_order(void **state)
 	assert_int_equal(fx_load_check(&db, &moved, logs, 1, &skipped), 0);
 	/* Every moved order's refund was applied after its payment. */
 	assert_int_equal(harness_count(&db, "SELECT COUNT(*) FROM refund_callback_log r JOIN "
-					    "pay_callback_log p ON p.out_trade_no = r.out_trade_no "
-					    "WHERE r.out_trade_no LIKE 'moved-%' AND "
-					    "r.done_at >= p.done_at"),
-			 REORDERED);
+	                                    "pay_callback_log p ON p.out_trade_no = r.out_trade_no "
+	                                    "WHERE r.out_trade_no LIKE 'moved-%' AND "
+	                                    "r.done_at >= p.done_at"),
+	                 REORDERED);
 	/* The new partitions carried work, and the processor committed past it. */
 	for (int32_t p = PARTS_FROM; p < PARTS_TO; p++)
 		assert_true(fx_committed(&cf, topic, p) > 0);

@@ -77,19 +77,22 @@ generate(void)
 		enum db_rc rc;
 
 		/* 99% done, 0.5% pending and due (the backlog after an outage), 0.5% dead. */
-		while ((rc = db_exec(
-		            &tdb,
-		            "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, "
-		            "out_trade_no, amount, currency, body_sha256, status, retry_count, "
-		            "next_retry_at, done_at, dead_reason, dlq_sent_at) SELECT 'm1', 'wxpay', "
-		            "CONCAT('s', LPAD(seq, 7, '0')), CONCAT('o', seq % 50000), '10.00', 'CNY', "
-		            "REPEAT('0', 64), CASE WHEN seq % 200 = 0 THEN 0 WHEN seq % 200 = 1 THEN 2 "
-		            "ELSE 1 END, IF(seq % 200 = 0, 1, 9), NOW(3) - INTERVAL (seq % 86000) "
-		            "SECOND, IF(seq % 200 > 1, NOW(3) - INTERVAL (seq % 3600) SECOND, NULL), "
-		            "IF(seq % 200 = 1, 'ladder_exhausted', NULL), IF(seq % 200 = 1, NOW(3), "
-		            "NULL) FROM seq_1_to_1000000 WHERE seq BETWEEN ? AND ?",
-		            in, 2, NULL, NULL)) == DB_RETRYABLE &&
-		       ++tries < 5) {
+		while (
+		    (rc = db_exec(
+		         &tdb,
+		         "INSERT INTO pay_callback_log (merchant_id, channel, channel_trade_no, "
+		         "out_trade_no, amount, currency, body_sha256, status, retry_count, "
+		         "next_retry_at, done_at, dead_reason, dlq_sent_at) SELECT 'm1', 'wxpay', "
+		         "CONCAT('s', LPAD(seq, 7, '0')), CONCAT('o', seq % 50000), '10.00', "
+		         "'CNY', "
+		         "REPEAT('0', 64), CASE WHEN seq % 200 = 0 THEN 0 WHEN seq % 200 = 1 THEN "
+		         "2 "
+		         "ELSE 1 END, IF(seq % 200 = 0, 1, 9), NOW(3) - INTERVAL (seq % 86000) "
+		         "SECOND, IF(seq % 200 > 1, NOW(3) - INTERVAL (seq % 3600) SECOND, NULL), "
+		         "IF(seq % 200 = 1, 'ladder_exhausted', NULL), IF(seq % 200 = 1, NOW(3), "
+		         "NULL) FROM seq_1_to_1000000 WHERE seq BETWEEN ? AND ?",
+		         in, 2, NULL, NULL)) == DB_RETRYABLE &&
+		    ++tries < 5) {
 			printf("# batch %lld..%lld: %s, %s\n", first, last, db_rc_name(rc),
 			       tdb.last_error);
 			assert_int_equal(db_ensure(&tdb), DB_OK);

@@ -26,15 +26,15 @@
 
 int
 fx_order(struct db *db, const char *merchant, const char *order, const char *amount,
-	 const char *currency, const char *status)
+         const char *currency, const char *status)
 {
-	struct db_in in[5] = {DBI_STR(merchant), DBI_STR(order), DBI_STR(amount),
-			      DBI_STR(currency), DBI_STR(status)};
+	struct db_in in[5] = {DBI_STR(merchant), DBI_STR(order), DBI_STR(amount), DBI_STR(currency),
+	                      DBI_STR(status)};
 
 	if (db_exec(db,
-		    "INSERT INTO orders (merchant_id, out_trade_no, amount, currency, status) "
-		    "VALUES (?, ?, ?, ?, ?)",
-		    in, 5, NULL, NULL) != DB_OK) {
+	            "INSERT INTO orders (merchant_id, out_trade_no, amount, currency, status) "
+	            "VALUES (?, ?, ?, ?, ?)",
+	            in, 5, NULL, NULL) != DB_OK) {
 		printf("# fixtures: order %s: %s\n", order, db->last_error);
 		return -1;
 	}
@@ -63,19 +63,26 @@ fx_reserve(struct db *db, struct cblog_row *r, unsigned long long *id)
 
 unsigned long long
 fx_pay_row(struct db *db, const struct conf *cf, const char *merchant, const char *channel,
-	   const char *trade_no, const char *order, const char *amount, const char *currency)
+           const char *trade_no, const char *order, const char *amount, const char *currency)
 {
 	char body[512], event_id[160];
 	unsigned long long id = 0;
 
 	snprintf(body, sizeof(body), "{\"fixture\":\"pay\",\"trade\":\"%s\",\"order\":\"%s\"}",
-		 trade_no, order);
+	         trade_no, order);
 	snprintf(event_id, sizeof(event_id), "evt_%s", trade_no);
-	struct cblog_row r = {.cblog = CBLOG_PAY, .merchant_id = merchant, .channel = channel,
-	                      .channel_trade_no = trade_no, .out_trade_no = order,
-	                      .event_id = event_id, .event_type = "TRANSACTION.SUCCESS",
-	                      .status = "SUCCESS", .amount = amount, .currency = currency,
-	                      .body = body, .body_len = strlen(body),
+	struct cblog_row r = {.cblog = CBLOG_PAY,
+	                      .merchant_id = merchant,
+	                      .channel = channel,
+	                      .channel_trade_no = trade_no,
+	                      .out_trade_no = order,
+	                      .event_id = event_id,
+	                      .event_type = "TRANSACTION.SUCCESS",
+	                      .status = "SUCCESS",
+	                      .amount = amount,
+	                      .currency = currency,
+	                      .body = body,
+	                      .body_len = strlen(body),
 	                      .lease_s = cf->retry.initial_lease_s};
 
 	if (fx_reserve(db, &r, &id) != 0)
@@ -85,33 +92,42 @@ fx_pay_row(struct db *db, const struct conf *cf, const char *merchant, const cha
 
 unsigned long long
 fx_refund_row(struct db *db, const struct conf *cf, const char *merchant, const char *channel,
-	      const char *refund_no, const char *pay_trade_no, const char *order,
-	      const char *amount, int cumulative, const char *currency)
+              const char *refund_no, const char *pay_trade_no, const char *order,
+              const char *amount, int cumulative, const char *currency)
 {
 	return fx_refund_row_status(db, cf, merchant, channel, refund_no, pay_trade_no, order,
-				    amount, cumulative, currency, "REFUND.SUCCESS", "SUCCESS");
+	                            amount, cumulative, currency, "REFUND.SUCCESS", "SUCCESS");
 }
 
 unsigned long long
 fx_refund_row_status(struct db *db, const struct conf *cf, const char *merchant,
-		     const char *channel, const char *refund_no, const char *pay_trade_no,
-		     const char *order, const char *amount, int cumulative, const char *currency,
-		     const char *event_type, const char *status)
+                     const char *channel, const char *refund_no, const char *pay_trade_no,
+                     const char *order, const char *amount, int cumulative, const char *currency,
+                     const char *event_type, const char *status)
 {
 	char body[512], event_id[200];
 	unsigned long long id = 0;
 
 	snprintf(body, sizeof(body),
-		 "{\"fixture\":\"refund\",\"refund\":\"%s\",\"order\":\"%s\","
-		 "\"status\":\"%s\"}",
-		 refund_no, order, status);
+	         "{\"fixture\":\"refund\",\"refund\":\"%s\",\"order\":\"%s\","
+	         "\"status\":\"%s\"}",
+	         refund_no, order, status);
 	snprintf(event_id, sizeof(event_id), "evt_%s_%s", refund_no, status);
-	struct cblog_row r = {.cblog = CBLOG_REFUND, .merchant_id = merchant, .channel = channel,
-	                      .channel_trade_no = pay_trade_no, .out_trade_no = order,
-	                      .refund_no = refund_no, .event_id = event_id,
-	                      .event_type = event_type, .status = status, .amount = amount,
-	                      .currency = currency, .cumulative = cumulative, .body = body,
-	                      .body_len = strlen(body), .lease_s = cf->retry.initial_lease_s};
+	struct cblog_row r = {.cblog = CBLOG_REFUND,
+	                      .merchant_id = merchant,
+	                      .channel = channel,
+	                      .channel_trade_no = pay_trade_no,
+	                      .out_trade_no = order,
+	                      .refund_no = refund_no,
+	                      .event_id = event_id,
+	                      .event_type = event_type,
+	                      .status = status,
+	                      .amount = amount,
+	                      .currency = currency,
+	                      .cumulative = cumulative,
+	                      .body = body,
+	                      .body_len = strlen(body),
+	                      .lease_s = cf->retry.initial_lease_s};
 
 	if (fx_reserve(db, &r, &id) != 0)
 		printf("# fixtures: refund row %s: %s\n", refund_no, db->last_error);
@@ -187,8 +203,8 @@ fx_pub_free(struct fx_pub *p)
 
 int
 fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long id,
-	   const char *merchant, const char *channel, const char *order, int attempt,
-	   int32_t partition, struct fx_pos *pos)
+           const char *merchant, const char *channel, const char *order, int attempt,
+           int32_t partition, struct fx_pos *pos)
 {
 	struct msg_callback m;
 	struct fx_dr dr;
@@ -203,10 +219,10 @@ fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long i
 		return -1;
 	for (;;) {
 		e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(topic ? topic : p->topic),
-				      RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key, klen),
-				      RD_KAFKA_V_VALUE(val, vlen),
-				      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-				      RD_KAFKA_V_OPAQUE(pos ? &dr : NULL), RD_KAFKA_V_END);
+		                      RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key, klen),
+		                      RD_KAFKA_V_VALUE(val, vlen),
+		                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+		                      RD_KAFKA_V_OPAQUE(pos ? &dr : NULL), RD_KAFKA_V_END);
 		if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL)
 			break;
 		rd_kafka_poll(p->rk, 100);
@@ -291,7 +307,7 @@ fx_transient(rd_kafka_resp_err_t e)
 
 long long
 fx_read_topic(const struct conf *cf, const char *topic,
-	      int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg)
+              int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg)
 {
 	const struct rd_kafka_metadata *md = NULL;
 	rd_kafka_topic_partition_list_t *l = NULL;
@@ -411,8 +427,8 @@ fx_dir(void)
 int
 fx_processor_start(const struct conf *cf, const char *name, char *log, size_t loglen)
 {
-	const char *bin = getenv("PAYCB_PROCESSOR_BIN") ? getenv("PAYCB_PROCESSOR_BIN")
-						       : "bin/paycb-processor";
+	const char *bin =
+	    getenv("PAYCB_PROCESSOR_BIN") ? getenv("PAYCB_PROCESSOR_BIN") : "bin/paycb-processor";
 	char path[1024], dir[600];
 
 	snprintf(dir, sizeof(dir), "%s/test-logs", fx_dir());
@@ -480,28 +496,27 @@ fx_wait_row(struct db *db, int refund, unsigned long long id, int status, long l
 	struct db_in in[1] = {DBI_I64(id)};
 
 	return harness_wait_i64(db,
-				refund ? "SELECT status FROM refund_callback_log WHERE id = ?"
-				       : "SELECT status FROM pay_callback_log WHERE id = ?",
-				in, 1, status, timeout_ms);
+	                        refund ? "SELECT status FROM refund_callback_log WHERE id = ?"
+	                               : "SELECT status FROM pay_callback_log WHERE id = ?",
+	                        in, 1, status, timeout_ms);
 }
 
 int
 fx_wait_retry(struct db *db, int refund, unsigned long long id, int retry_count,
-	      long long timeout_ms)
+              long long timeout_ms)
 {
 	struct db_in in[1] = {DBI_I64(id)};
 
 	return harness_wait_i64(db,
-				refund ? "SELECT retry_count FROM refund_callback_log WHERE id = ?"
-				       : "SELECT retry_count FROM pay_callback_log WHERE id = ?",
-				in, 1, retry_count, timeout_ms);
+	                        refund ? "SELECT retry_count FROM refund_callback_log WHERE id = ?"
+	                               : "SELECT retry_count FROM pay_callback_log WHERE id = ?",
+	                        in, 1, retry_count, timeout_ms);
 }
 
 /* ---- loads --------------------------------------------------------------------------- */
 
 int
-fx_load_create(struct db *db, const struct conf *cf, struct fx_load *l, const char *prefix,
-	       int n)
+fx_load_create(struct db *db, const struct conf *cf, struct fx_load *l, const char *prefix, int n)
 {
 	char order[64], trade[80], rno[80];
 
@@ -518,9 +533,9 @@ fx_load_create(struct db *db, const struct conf *cf, struct fx_load *l, const ch
 		snprintf(rno, sizeof(rno), "R-%s", order);
 		if (fx_order(db, "default", order, "10.00", "CNY", "PENDING") != 0 ||
 		    (l->pay_ids[i] = fx_pay_row(db, cf, "default", "wxpay", trade, order, "10.00",
-						"CNY")) == 0 ||
+		                                "CNY")) == 0 ||
 		    (l->refund_ids[i] = fx_refund_row(db, cf, "default", "wxpay", rno, trade, order,
-						      "1.00", 0, "CNY")) == 0)
+		                                      "1.00", 0, "CNY")) == 0)
 			return -1;
 	}
 	return 0;
@@ -542,9 +557,9 @@ fx_load_publish(struct fx_pub *p, const struct fx_load *l, int from, int to)
 	for (int i = from; i < to && i < l->n; i++) {
 		snprintf(order, sizeof(order), "%s-%d", l->prefix, i);
 		if (fx_publish(p, NULL, 0, l->pay_ids[i], "default", "wxpay", order, 1,
-			       RD_KAFKA_PARTITION_UA, NULL) != 0 ||
+		               RD_KAFKA_PARTITION_UA, NULL) != 0 ||
 		    fx_publish(p, NULL, 1, l->refund_ids[i], "default", "wxpay", order, 1,
-			       RD_KAFKA_PARTITION_UA, NULL) != 0)
+		               RD_KAFKA_PARTITION_UA, NULL) != 0)
 			return -1;
 	}
 	return fx_pub_flush(p, 30000);
@@ -556,11 +571,11 @@ fx_load_done(struct db *db, const struct fx_load *l)
 	struct db_in in[2] = {DBI_STR(l->prefix), DBI_STR(l->prefix)};
 
 	return harness_query_i64(db,
-				 "SELECT (SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no "
-				 "LIKE CONCAT(?, '-%') AND status = 1) + (SELECT COUNT(*) FROM "
-				 "refund_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
-				 "status = 1)",
-				 in, 2);
+	                         "SELECT (SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no "
+	                         "LIKE CONCAT(?, '-%') AND status = 1) + (SELECT COUNT(*) FROM "
+	                         "refund_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
+	                         "status = 1)",
+	                         in, 2);
 }
 
 int
@@ -573,8 +588,7 @@ fx_load_done_at_least(void *arg)
 
 /* fx_log_applied - counts "event=processed" lines per callback id in a processor log */
 static void
-fx_log_applied(const char *path, int *pay, int *ref, unsigned long long max,
-	       long long *skipped)
+fx_log_applied(const char *path, int *pay, int *ref, unsigned long long max, long long *skipped)
 {
 	char line[4096];
 	FILE *fp;
@@ -607,39 +621,39 @@ fx_log_applied(const char *path, int *pay, int *ref, unsigned long long max,
 
 int
 fx_load_check(struct db *db, const struct fx_load *l, char logs[][1024], int nlogs,
-	      long long *skipped)
+              long long *skipped)
 {
 	struct db_in in[1] = {DBI_STR(l->prefix)};
 	unsigned long long max = 0;
 	int *pay = NULL, *ref = NULL, bad = 0;
 	long long v;
 
-#define FX_WANT(sql, want)                                                                     \
-	do {                                                                                   \
-		if ((v = harness_query_i64(db, sql, in, 1)) != (want)) {                         \
+#define FX_WANT(sql, want)                                                                         \
+	do {                                                                                       \
+		if ((v = harness_query_i64(db, sql, in, 1)) != (want)) {                           \
 			printf("# load check: %lld, want %lld: %s\n", v, (long long)(want), sql);  \
-			bad++;                                                                 \
-		}                                                                              \
+			bad++;                                                                     \
+		}                                                                                  \
 	} while (0)
 	FX_WANT("SELECT COUNT(*) FROM orders WHERE out_trade_no LIKE CONCAT(?, '-%') AND status "
-		"= 'REFUNDING' AND refunded_amount = 1.00 AND channel_trade_no = CONCAT('T-', "
-		"out_trade_no)",
-		l->n);
+	        "= 'REFUNDING' AND refunded_amount = 1.00 AND channel_trade_no = CONCAT('T-', "
+	        "out_trade_no)",
+	        l->n);
 	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
-		"event_type IN ('order.paid.shipment', 'order.paid.points')",
-		2 * l->n);
+	        "event_type IN ('order.paid.shipment', 'order.paid.points')",
+	        2 * l->n);
 	/* and one order.refund per order for its partial refund */
 	FX_WANT("SELECT COUNT(*) FROM order_events WHERE out_trade_no LIKE CONCAT(?, '-%')",
-		3 * l->n);
+	        3 * l->n);
 	FX_WANT("SELECT COUNT(*) FROM order_refunds WHERE out_trade_no LIKE CONCAT(?, '-%') AND "
-		"amount = 1.00",
-		l->n);
+	        "amount = 1.00",
+	        l->n);
 	FX_WANT("SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') "
-		"AND status = 1 AND outcome = 'paid' AND retry_count = 0",
-		l->n);
+	        "AND status = 1 AND outcome = 'paid' AND retry_count = 0",
+	        l->n);
 	FX_WANT("SELECT COUNT(*) FROM refund_callback_log WHERE out_trade_no LIKE CONCAT(?, '-%') "
-		"AND status = 1 AND outcome = 'refund_partial' AND retry_count = 0",
-		l->n);
+	        "AND status = 1 AND outcome = 'refund_partial' AND retry_count = 0",
+	        l->n);
 	FX_WANT("SELECT COUNT(*) FROM refund_requests WHERE out_trade_no LIKE CONCAT(?, '-%')", 0);
 	FX_WANT("SELECT COUNT(*) FROM alerts WHERE out_trade_no LIKE CONCAT(?, '-%')", 0);
 #undef FX_WANT

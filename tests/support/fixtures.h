@@ -15,25 +15,24 @@
 
 /* Inserts an order; status is one of PENDING, PAID, CLOSED, ... Returns 0 or -1. */
 int fx_order(struct db *db, const char *merchant, const char *order, const char *amount,
-	     const char *currency, const char *status);
+             const char *currency, const char *status);
 
 /* Reserves a pay_callback_log row; returns its id, 0 on error. */
 unsigned long long fx_pay_row(struct db *db, const struct conf *cf, const char *merchant,
-			      const char *channel, const char *trade_no, const char *order,
-			      const char *amount, const char *currency);
+                              const char *channel, const char *trade_no, const char *order,
+                              const char *amount, const char *currency);
 /* Reserves a refund_callback_log row; pay_trade_no may be "". Returns its id, 0 on error. */
 unsigned long long fx_refund_row(struct db *db, const struct conf *cf, const char *merchant,
-				 const char *channel, const char *refund_no,
-				 const char *pay_trade_no, const char *order, const char *amount,
-				 int cumulative, const char *currency);
+                                 const char *channel, const char *refund_no,
+                                 const char *pay_trade_no, const char *order, const char *amount,
+                                 int cumulative, const char *currency);
 /* The same with the channel's event type and refund status (fx_refund_row: a WeChat Pay
  * REFUND.SUCCESS / SUCCESS). */
-unsigned long long fx_refund_row_status(struct db *db, const struct conf *cf,
-					const char *merchant, const char *channel,
-					const char *refund_no, const char *pay_trade_no,
-					const char *order, const char *amount, int cumulative,
-					const char *currency, const char *event_type,
-					const char *status);
+unsigned long long fx_refund_row_status(struct db *db, const struct conf *cf, const char *merchant,
+                                        const char *channel, const char *refund_no,
+                                        const char *pay_trade_no, const char *order,
+                                        const char *amount, int cumulative, const char *currency,
+                                        const char *event_type, const char *status);
 
 /* A producer with the settings of kq.c (idempotent, acks=all, murmur2_random). */
 struct fx_pub;
@@ -53,8 +52,8 @@ struct fx_pos {
  * delivery report and fills pos. Returns 0 or -1.
  */
 int fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long id,
-	       const char *merchant, const char *channel, const char *order, int attempt,
-	       int32_t partition, struct fx_pos *pos);
+               const char *merchant, const char *channel, const char *order, int attempt,
+               int32_t partition, struct fx_pos *pos);
 /* Waits for every message published so far; returns 0 when all were delivered. */
 int fx_pub_flush(struct fx_pub *p, int timeout_ms);
 
@@ -66,7 +65,7 @@ long long fx_committed(const struct conf *cf, const char *topic, int32_t partiti
  * for each (cb returns non-zero to stop). Returns the number read or -1.
  */
 long long fx_read_topic(const struct conf *cf, const char *topic,
-			int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg);
+                        int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg);
 
 /*
  * Formats a query (printf style) and returns the number its first column gives. Each call
@@ -117,10 +116,9 @@ struct fx_progress {
 int fx_load_done_at_least(void *arg);
 
 /* Waits until a callback row's status (or retry_count) is the wanted one; 0 or -1. */
-int fx_wait_row(struct db *db, int refund, unsigned long long id, int status,
-		long long timeout_ms);
+int fx_wait_row(struct db *db, int refund, unsigned long long id, int status, long long timeout_ms);
 int fx_wait_retry(struct db *db, int refund, unsigned long long id, int retry_count,
-		  long long timeout_ms);
+                  long long timeout_ms);
 
 /*
  * A load: n orders "<prefix>-<i>" of 10.00 CNY, each with a payment row (trade
@@ -132,7 +130,7 @@ struct fx_load {
 	unsigned long long *pay_ids, *refund_ids;
 };
 int fx_load_create(struct db *db, const struct conf *cf, struct fx_load *l, const char *prefix,
-		   int n);
+                   int n);
 void fx_load_free(struct fx_load *l);
 /* Publishes the callbacks of orders [from, to): each payment, then its refund (one key, so
  * one partition, in this order). Waits for all deliveries. Returns 0 or -1. */
@@ -148,6 +146,6 @@ long long fx_load_done(struct db *db, const struct fx_load *l);
  * skipped (redelivered after their effect committed).
  */
 int fx_load_check(struct db *db, const struct fx_load *l, char logs[][1024], int nlogs,
-		  long long *skipped);
+                  long long *skipped);
 
 #endif

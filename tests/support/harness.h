@@ -47,7 +47,7 @@ long long harness_query_i64(struct db *db, const char *sql, const struct db_in *
 int harness_wait_until(int (*cond)(void *arg), void *arg, long long timeout_ms);
 /* Waits until harness_query_i64(db, sql, in, nin) == want; returns 0 or -1 (timeout). */
 int harness_wait_i64(struct db *db, const char *sql, const struct db_in *in, int nin,
-		     long long want, long long timeout_ms);
+                     long long want, long long timeout_ms);
 
 /*
  * Starts `bin -c conf` with stdout and stderr appended to log. Returns the pid or -1.

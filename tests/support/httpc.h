@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 struct httpc_resp {
-	int status; /* 0 when no response came (connection closed or timed out) */
+	int status;         /* 0 when no response came (connection closed or timed out) */
 	char body[1 << 16]; /* enough for a whole /metrics page */
 	size_t body_len;
 	long long elapsed_ms;
@@ -21,7 +21,7 @@ int httpc_raw(int port, const void *req, size_t len, int timeout_ms, struct http
  * correct Content-Length and Connection: close.
  */
 int httpc_request(int port, const char *method, const char *path, const char *headers,
-		  const void *body, size_t blen, int timeout_ms, struct httpc_resp *out);
+                  const void *body, size_t blen, int timeout_ms, struct httpc_resp *out);
 /* A free TCP port on 127.0.0.1 (bound and released). */
 int httpc_free_port(void);
 

@@ -50,7 +50,8 @@ topics_delete(const struct conf_kafka *cf, const char *const *names, int n, int 
 
 		for (size_t i = 0; i < cnt; i++)
 			if (rd_kafka_topic_result_error(tr[i])) {
-				printf("# topics: delete %s: %s\n", rd_kafka_topic_result_name(tr[i]),
+				printf("# topics: delete %s: %s\n",
+				       rd_kafka_topic_result_name(tr[i]),
 				       rd_kafka_topic_result_error_string(tr[i]));
 				goto done;
 			}

@@ -8,8 +8,7 @@
 #include "conf.h"
 
 /* Deletes the n named topics; 0, or -1 (the reason printed as a TAP diagnostic). */
-int topics_delete(const struct conf_kafka *cf, const char *const *names, int n,
-		  int timeout_ms);
+int topics_delete(const struct conf_kafka *cf, const char *const *names, int n, int timeout_ms);
 /* Deletes every topic named "<cf->topic_prefix>.*"; 0 or -1. */
 int topics_drop_prefix(const struct conf_kafka *cf, int timeout_ms);
 

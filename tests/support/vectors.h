@@ -13,7 +13,8 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-/* The vectors directory: $PAYCB_VECTORS, else tests/vectors/inbound (tests run at the repo root). */
+/* The vectors directory: $PAYCB_VECTORS, else tests/vectors/inbound (tests run at the repo root).
+ */
 const char *vec_dir(void);
 
 /* The exact bytes of a vector file, with a NUL after them (free it); *len excludes the NUL. */

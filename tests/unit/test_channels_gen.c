@@ -179,8 +179,8 @@ static void
 wx_resign(struct wxmsg *w, EVP_PKEY *key, char *body)
 {
 	struct crypto_part p[6] = {{w->ts, strlen(w->ts)},       {"\n", 1},
-	                        {w->nonce, strlen(w->nonce)}, {"\n", 1},
-	                        {body, strlen(body)},         {"\n", 1}};
+	                           {w->nonce, strlen(w->nonce)}, {"\n", 1},
+	                           {body, strlen(body)},         {"\n", 1}};
 	uint8_t *sig;
 	size_t siglen;
 

@@ -50,11 +50,25 @@ static void
 test_b64_rejects_truncated_bad_padding_and_bad_chars(void **state)
 {
 	static const char *const bad[] = {
-		"Zm9", "Zm9vY", "Z", "Zg=", "Zg", /* truncated: length not a multiple of 4 */
-		"Z===", "====", "Zg=a", "Z=g=", "Zm=v", /* '=' where it cannot be */
-		"Zh==", "Zm9=",                   /* non-zero unused bits */
-		"Zm9v\n", "Zm 9v", " Zm9v", "Zm9v-_==", "Zm9v*A==", "Zm9vYm \t", /* bad characters */
-		"WECHATPAY/SIGNTEST/", /* the probe prefix alone */
+	    "Zm9",
+	    "Zm9vY",
+	    "Z",
+	    "Zg=",
+	    "Zg", /* truncated: length not a multiple of 4 */
+	    "Z===",
+	    "====",
+	    "Zg=a",
+	    "Z=g=",
+	    "Zm=v", /* '=' where it cannot be */
+	    "Zh==",
+	    "Zm9=", /* non-zero unused bits */
+	    "Zm9v\n",
+	    "Zm 9v",
+	    " Zm9v",
+	    "Zm9v-_==",
+	    "Zm9v*A==",
+	    "Zm9vYm \t",           /* bad characters */
+	    "WECHATPAY/SIGNTEST/", /* the probe prefix alone */
 	};
 	uint8_t out[32];
 	size_t n;
@@ -81,7 +95,7 @@ test_b64_encode_round_trip(void **state)
 		in[i] = (uint8_t)(i * 7 + 3);
 	for (size_t len = 0; len < 10; len++) {
 		assert_int_equal(crypto_b64_encode(in, len, text, sizeof(text)),
-				 (int)CRYPTO_B64_ENCODED_LEN(len));
+		                 (int)CRYPTO_B64_ENCODED_LEN(len));
 		assert_int_equal(b64(text, back, sizeof(back), &n), 0);
 		assert_int_equal(n, len);
 		assert_memory_equal(back, in, len);
@@ -116,9 +130,11 @@ test_sha256_hex_known_answer(void **state)
 
 	(void)state;
 	assert_int_equal(digest_sha256_hex("abc", 3, hex), 0);
-	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_string_equal(hex,
+	                    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	assert_int_equal(digest_sha256_hex("", 0, hex), 0);
-	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	assert_string_equal(hex,
+	                    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 static void
@@ -141,22 +157,24 @@ test_ct_equal_compares_all_bytes(void **state)
 static void
 test_hmac_sha256_rfc4231_case2_and_parts(void **state)
 {
-	static const uint8_t want[32] = {
-		0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24,
-		0x26, 0x08, 0x95, 0x75, 0xc7, 0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27,
-		0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+	static const uint8_t want[32] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e,
+	                                 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+	                                 0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83,
+	                                 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
 	const char *msg = "what do ya want for nothing?";
 	struct crypto_part parts[2] = {{msg, 10}, {msg + 10, strlen(msg) - 10}};
 	uint8_t mac[32];
 
 	(void)state;
-	assert_int_equal(crypto_hmac_sha256((const uint8_t *)"Jefe", 4, (const uint8_t *)msg,
-					 strlen(msg), mac), 0);
+	assert_int_equal(
+	    crypto_hmac_sha256((const uint8_t *)"Jefe", 4, (const uint8_t *)msg, strlen(msg), mac),
+	    0);
 	assert_memory_equal(mac, want, 32);
 	assert_int_equal(crypto_hmac_sha256v((const uint8_t *)"Jefe", 4, parts, 2, mac), 0);
 	assert_memory_equal(mac, want, 32);
 	/* An empty key is refused rather than producing a MAC anyone can compute. */
-	assert_int_equal(crypto_hmac_sha256((const uint8_t *)"", 0, (const uint8_t *)msg, 3, mac), -1);
+	assert_int_equal(crypto_hmac_sha256((const uint8_t *)"", 0, (const uint8_t *)msg, 3, mac),
+	                 -1);
 }
 
 static void
@@ -169,36 +187,46 @@ test_gcm_round_trip_and_tag_failures(void **state)
 
 	(void)state;
 	assert_int_equal(crypto_aes_gcm_encrypt(key32, 32, nonce, 12, (const uint8_t *)"aad", 3,
-					     (const uint8_t *)"hello", 5, ct, &ctlen), 0);
+	                                        (const uint8_t *)"hello", 5, ct, &ctlen),
+	                 0);
 	assert_int_equal(ctlen, 5 + 16);
 	assert_int_equal(crypto_aes_gcm_decrypt(key32, 32, nonce, 12, (const uint8_t *)"aad", 3, ct,
-					     ctlen, pt, &ptlen), 0);
+	                                        ctlen, pt, &ptlen),
+	                 0);
 	assert_int_equal(ptlen, 5);
 	assert_memory_equal(pt, "hello", 5);
 	/* Flipped tag bit, flipped ciphertext bit, other AAD, other key, other key size. */
 	ct[ctlen - 1] ^= 1;
 	ptlen = sizeof(pt);
 	assert_int_equal(crypto_aes_gcm_decrypt(key32, 32, nonce, 12, (const uint8_t *)"aad", 3, ct,
-					     ctlen, pt, &ptlen), -1);
+	                                        ctlen, pt, &ptlen),
+	                 -1);
 	ct[ctlen - 1] ^= 1;
 	ct[0] ^= 1;
 	assert_int_equal(crypto_aes_gcm_decrypt(key32, 32, nonce, 12, (const uint8_t *)"aad", 3, ct,
-					     ctlen, pt, &ptlen), -1);
+	                                        ctlen, pt, &ptlen),
+	                 -1);
 	ct[0] ^= 1;
 	assert_int_equal(crypto_aes_gcm_decrypt(key32, 32, nonce, 12, (const uint8_t *)"aaD", 3, ct,
-					     ctlen, pt, &ptlen), -1);
+	                                        ctlen, pt, &ptlen),
+	                 -1);
 	assert_int_equal(crypto_aes_gcm_decrypt((const uint8_t *)"0123456789abcdef0123456789abcdeX",
-					     32, nonce, 12, (const uint8_t *)"aad", 3, ct, ctlen,
-					     pt, &ptlen), -1);
+	                                        32, nonce, 12, (const uint8_t *)"aad", 3, ct, ctlen,
+	                                        pt, &ptlen),
+	                 -1);
 	assert_int_equal(crypto_aes_gcm_decrypt(key32, 16, nonce, 12, (const uint8_t *)"aad", 3, ct,
-					     ctlen, pt, &ptlen), -1);
+	                                        ctlen, pt, &ptlen),
+	                 -1);
 	assert_int_equal(crypto_aes_gcm_decrypt(key32, 13, nonce, 12, (const uint8_t *)"aad", 3, ct,
-					     ctlen, pt, &ptlen), -1);
+	                                        ctlen, pt, &ptlen),
+	                 -1);
 	/* Shorter than a tag, and an output buffer too small. */
-	assert_int_equal(crypto_aes_gcm_decrypt(key32, 32, nonce, 12, NULL, 0, ct, 15, pt, &ptlen), -1);
+	assert_int_equal(crypto_aes_gcm_decrypt(key32, 32, nonce, 12, NULL, 0, ct, 15, pt, &ptlen),
+	                 -1);
 	ptlen = 4;
 	assert_int_equal(crypto_aes_gcm_decrypt(key32, 32, nonce, 12, (const uint8_t *)"aad", 3, ct,
-					     ctlen, pt, &ptlen), -1);
+	                                        ctlen, pt, &ptlen),
+	                 -1);
 }
 
 static void
@@ -210,13 +238,15 @@ test_gcm_empty_plaintext_and_empty_aad(void **state)
 	size_t ctlen = sizeof(ct), ptlen = 0;
 
 	(void)state;
-	assert_int_equal(crypto_aes_gcm_encrypt(key16, 16, nonce, 12, NULL, 0, NULL, 0, ct, &ctlen), 0);
+	assert_int_equal(crypto_aes_gcm_encrypt(key16, 16, nonce, 12, NULL, 0, NULL, 0, ct, &ctlen),
+	                 0);
 	assert_int_equal(ctlen, 16);
-	assert_int_equal(crypto_aes_gcm_decrypt(key16, 16, nonce, 12, NULL, 0, ct, 16, NULL, &ptlen), 0);
+	assert_int_equal(
+	    crypto_aes_gcm_decrypt(key16, 16, nonce, 12, NULL, 0, ct, 16, NULL, &ptlen), 0);
 	assert_int_equal(ptlen, 0);
 	ct[3] ^= 4;
-	assert_int_equal(crypto_aes_gcm_decrypt(key16, 16, nonce, 12, NULL, 0, ct, 16, NULL, &ptlen),
-			 -1);
+	assert_int_equal(
+	    crypto_aes_gcm_decrypt(key16, 16, nonce, 12, NULL, 0, ct, 16, NULL, &ptlen), -1);
 }
 
 static void
@@ -231,26 +261,27 @@ test_rsa_sign_verify_round_trip_with_generated_key(void **state)
 	(void)state;
 	assert_non_null(key);
 	assert_non_null(other);
-	assert_int_equal(crypto_rsa_sha256_sign(key, (const uint8_t *)msg, strlen(msg), &sig, &siglen),
-			 0);
+	assert_int_equal(
+	    crypto_rsa_sha256_sign(key, (const uint8_t *)msg, strlen(msg), &sig, &siglen), 0);
 	assert_int_equal(siglen, 256);
-	assert_int_equal(crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig, siglen),
-			 0);
+	assert_int_equal(
+	    crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig, siglen), 0);
 	assert_int_equal(crypto_rsa_sha256_verifyv(key, parts, 2, sig, siglen), 0);
 	/* Another message, another key, a flipped bit, a truncated or empty signature. */
-	assert_int_equal(crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg) - 1, sig,
-					       siglen), -1);
-	assert_int_equal(crypto_rsa_sha256_verify(other, (const uint8_t *)msg, strlen(msg), sig,
-					       siglen), -1);
+	assert_int_equal(
+	    crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg) - 1, sig, siglen), -1);
+	assert_int_equal(
+	    crypto_rsa_sha256_verify(other, (const uint8_t *)msg, strlen(msg), sig, siglen), -1);
 	sig[100] ^= 0x10;
-	assert_int_equal(crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig, siglen),
-			 -1);
+	assert_int_equal(
+	    crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig, siglen), -1);
 	sig[100] ^= 0x10;
-	assert_int_equal(crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig,
-					       siglen - 1), -1);
-	assert_int_equal(crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig, 0), -1);
-	assert_int_equal(crypto_rsa_sha256_verify(NULL, (const uint8_t *)msg, strlen(msg), sig,
-					       siglen), -1);
+	assert_int_equal(
+	    crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig, siglen - 1), -1);
+	assert_int_equal(crypto_rsa_sha256_verify(key, (const uint8_t *)msg, strlen(msg), sig, 0),
+	                 -1);
+	assert_int_equal(
+	    crypto_rsa_sha256_verify(NULL, (const uint8_t *)msg, strlen(msg), sig, siglen), -1);
 	free(sig);
 	EVP_PKEY_free(key);
 	EVP_PKEY_free(other);
@@ -269,31 +300,34 @@ test_pubkey_loads_from_cert_spki_and_bare_base64(void **state)
 	assert_non_null(pem_pub);
 	assert_non_null(b64key = tk_pubkey_b64(key));
 	assert_int_equal(crypto_load_pubkey_mem(pem_cert, strlen(pem_cert), &got, serial,
-					     sizeof(serial), err, sizeof(err)), 0);
+	                                        sizeof(serial), err, sizeof(err)),
+	                 0);
 	assert_string_equal(serial, "AB12");
 	assert_int_equal(EVP_PKEY_eq(got, key), 1);
 	EVP_PKEY_free(got);
-	assert_int_equal(crypto_load_pubkey_mem(pem_pub, strlen(pem_pub), &got, serial, sizeof(serial),
-					     err, sizeof(err)), 0);
+	assert_int_equal(crypto_load_pubkey_mem(pem_pub, strlen(pem_pub), &got, serial,
+	                                        sizeof(serial), err, sizeof(err)),
+	                 0);
 	assert_string_equal(serial, "");
 	assert_int_equal(EVP_PKEY_eq(got, key), 1);
 	EVP_PKEY_free(got);
 	/* The Alipay console form, also with line breaks in it. */
-	assert_int_equal(crypto_load_pubkey_mem(b64key, strlen(b64key), &got, NULL, 0, err,
-					     sizeof(err)), 0);
+	assert_int_equal(
+	    crypto_load_pubkey_mem(b64key, strlen(b64key), &got, NULL, 0, err, sizeof(err)), 0);
 	EVP_PKEY_free(got);
 	assert_int_equal(tk_write_temp(pem_pub, strlen(pem_pub), path, sizeof(path)), 0);
 	assert_int_equal(crypto_load_pubkey_file(path, &got, err, sizeof(err)), 0);
 	EVP_PKEY_free(got);
 	tk_unlink(path);
 	/* A private key is not a public-key file, garbage is not base64, and no file is no file. */
-	assert_int_equal(crypto_load_pubkey_mem(priv, strlen(priv), &got, NULL, 0, err, sizeof(err)),
-			 -1);
+	assert_int_equal(
+	    crypto_load_pubkey_mem(priv, strlen(priv), &got, NULL, 0, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "unsupported PEM type"));
 	assert_null(got);
 	assert_int_equal(crypto_load_pubkey_mem("not a key!", 10, &got, NULL, 0, err, sizeof(err)),
-			 -1);
-	assert_int_equal(crypto_load_pubkey_file("/nonexistent/key.pem", &got, err, sizeof(err)), -1);
+	                 -1);
+	assert_int_equal(crypto_load_pubkey_file("/nonexistent/key.pem", &got, err, sizeof(err)),
+	                 -1);
 	assert_non_null(strstr(err, "/nonexistent/key.pem"));
 	assert_int_equal(crypto_load_privkey_mem(priv, strlen(priv), &got, err, sizeof(err)), 0);
 	EVP_PKEY_free(got);
@@ -323,13 +357,15 @@ test_pubkey_rejects_short_rsa_and_non_rsa(void **state)
 	char *p1 = tk_pubkey_pem(small), *p2 = tk_pubkey_pem(ec), err[160];
 
 	(void)state;
-	assert_int_equal(crypto_load_pubkey_mem(p1, strlen(p1), &got, NULL, 0, err, sizeof(err)), -1);
+	assert_int_equal(crypto_load_pubkey_mem(p1, strlen(p1), &got, NULL, 0, err, sizeof(err)),
+	                 -1);
 	assert_non_null(strstr(err, "1024 bits"));
-	assert_int_equal(crypto_load_pubkey_mem(p2, strlen(p2), &got, NULL, 0, err, sizeof(err)), -1);
+	assert_int_equal(crypto_load_pubkey_mem(p2, strlen(p2), &got, NULL, 0, err, sizeof(err)),
+	                 -1);
 	assert_non_null(strstr(err, "not an RSA key"));
 	/* Verification with a non-RSA key fails rather than switching scheme. */
-	assert_int_equal(crypto_rsa_sha256_verify(ec, (const uint8_t *)"m", 1,
-					       (const uint8_t *)"sig", 3), -1);
+	assert_int_equal(
+	    crypto_rsa_sha256_verify(ec, (const uint8_t *)"m", 1, (const uint8_t *)"sig", 3), -1);
 	free(p1);
 	free(p2);
 	EVP_PKEY_free(small);
@@ -352,19 +388,19 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_b64_decodes_exact_lengths),
-		cmocka_unit_test(test_b64_rejects_truncated_bad_padding_and_bad_chars),
-		cmocka_unit_test(test_b64_encode_round_trip),
-		cmocka_unit_test(test_hex_both_cases_and_rejects_odd_or_bad),
-		cmocka_unit_test(test_sha256_hex_known_answer),
-		cmocka_unit_test(test_ct_equal_compares_all_bytes),
-		cmocka_unit_test(test_hmac_sha256_rfc4231_case2_and_parts),
-		cmocka_unit_test(test_gcm_round_trip_and_tag_failures),
-		cmocka_unit_test(test_gcm_empty_plaintext_and_empty_aad),
-		cmocka_unit_test(test_rsa_sign_verify_round_trip_with_generated_key),
-		cmocka_unit_test(test_pubkey_loads_from_cert_spki_and_bare_base64),
-		cmocka_unit_test(test_pubkey_rejects_short_rsa_and_non_rsa),
-		cmocka_unit_test(test_serial_equal_ignores_case_and_leading_zeros),
+	    cmocka_unit_test(test_b64_decodes_exact_lengths),
+	    cmocka_unit_test(test_b64_rejects_truncated_bad_padding_and_bad_chars),
+	    cmocka_unit_test(test_b64_encode_round_trip),
+	    cmocka_unit_test(test_hex_both_cases_and_rejects_odd_or_bad),
+	    cmocka_unit_test(test_sha256_hex_known_answer),
+	    cmocka_unit_test(test_ct_equal_compares_all_bytes),
+	    cmocka_unit_test(test_hmac_sha256_rfc4231_case2_and_parts),
+	    cmocka_unit_test(test_gcm_round_trip_and_tag_failures),
+	    cmocka_unit_test(test_gcm_empty_plaintext_and_empty_aad),
+	    cmocka_unit_test(test_rsa_sign_verify_round_trip_with_generated_key),
+	    cmocka_unit_test(test_pubkey_loads_from_cert_spki_and_bare_base64),
+	    cmocka_unit_test(test_pubkey_rejects_short_rsa_and_non_rsa),
+	    cmocka_unit_test(test_serial_equal_ignores_case_and_leading_zeros),
 	};
 
 	return cmocka_run_group_tests_name("sig", tests, NULL, NULL);

@@ -30,18 +30,18 @@ static void
 test_decimal_accepts_exact_amounts(void **state)
 {
 	static const struct accept_case cases[] = {
-		{"88.88", 2, 8888},
-		{"0.10", 2, 10},
-		{"0.1", 2, 10},
-		{"100", 2, 10000},
-		{"0", 2, 0},
-		{"0.00", 2, 0},
-		{"0.01", 2, 1},
-		{"10000000000000", 2, 1000000000000000LL}, /* exactly MONEY_MAX_MINOR */
-		{"1099", 0, 1099},
-		{"0", 0, 0},
-		{"1.5", 1, 15},
-		{"1.234", 3, 1234},
+	    {"88.88", 2, 8888},
+	    {"0.10", 2, 10},
+	    {"0.1", 2, 10},
+	    {"100", 2, 10000},
+	    {"0", 2, 0},
+	    {"0.00", 2, 0},
+	    {"0.01", 2, 1},
+	    {"10000000000000", 2, 1000000000000000LL}, /* exactly MONEY_MAX_MINOR */
+	    {"1099", 0, 1099},
+	    {"0", 0, 0},
+	    {"1.5", 1, 15},
+	    {"1.234", 3, 1234},
 	};
 
 	(void)state;
@@ -49,8 +49,8 @@ test_decimal_accepts_exact_amounts(void **state)
 		char err[128] = "";
 		int64_t v = -1;
 
-		assert_int_equal(money_parse_decimal(cases[i].s, cases[i].scale, &v, err, sizeof(err)),
-				 0);
+		assert_int_equal(
+		    money_parse_decimal(cases[i].s, cases[i].scale, &v, err, sizeof(err)), 0);
 		assert_int_equal(v, cases[i].want);
 		assert_null(money_parse_decimal_why(cases[i].s, cases[i].scale, &v));
 	}
@@ -60,28 +60,28 @@ static void
 test_decimal_rejects_with_named_problem(void **state)
 {
 	static const struct reject_case cases[] = {
-		{"", 2, "empty"},
-		{"1.", 2, "no digits after '.'"},
-		{".5", 2, "no digits before '.'"},
-		{"1.234", 2, "more than 2 decimal places"},
-		{"1.5", 0, "more than 0 decimal places"},
-		{"-0.01", 2, "not a plain decimal"},
-		{"+1", 2, "not a plain decimal"},
-		{"1e3", 2, "not a plain decimal"},
-		{" 1", 2, "not a plain decimal"},
-		{"1 ", 2, "not a plain decimal"},
-		{"1,00", 2, "not a plain decimal"},
-		{"1.2.3", 2, "not a plain decimal"},
-		{"0x10", 2, "not a plain decimal"},
-		{"01", 2, "leading zero"},
-		{"01.00", 2, "leading zero"},
-		{"00", 0, "leading zero"},
-		{"99999999999999999999", 2, "above the maximum"},
-		{"10000000000000.01", 2, "above the maximum"},
-		{"1000000000000001", 0, "above the maximum"},
-		{"123456789012345678901234567890123", 2, "too long"},
-		{"1", 7, "unsupported scale"},
-		{"1", -1, "unsupported scale"},
+	    {"", 2, "empty"},
+	    {"1.", 2, "no digits after '.'"},
+	    {".5", 2, "no digits before '.'"},
+	    {"1.234", 2, "more than 2 decimal places"},
+	    {"1.5", 0, "more than 0 decimal places"},
+	    {"-0.01", 2, "not a plain decimal"},
+	    {"+1", 2, "not a plain decimal"},
+	    {"1e3", 2, "not a plain decimal"},
+	    {" 1", 2, "not a plain decimal"},
+	    {"1 ", 2, "not a plain decimal"},
+	    {"1,00", 2, "not a plain decimal"},
+	    {"1.2.3", 2, "not a plain decimal"},
+	    {"0x10", 2, "not a plain decimal"},
+	    {"01", 2, "leading zero"},
+	    {"01.00", 2, "leading zero"},
+	    {"00", 0, "leading zero"},
+	    {"99999999999999999999", 2, "above the maximum"},
+	    {"10000000000000.01", 2, "above the maximum"},
+	    {"1000000000000001", 0, "above the maximum"},
+	    {"123456789012345678901234567890123", 2, "too long"},
+	    {"1", 7, "unsupported scale"},
+	    {"1", -1, "unsupported scale"},
 	};
 
 	(void)state;
@@ -89,12 +89,12 @@ test_decimal_rejects_with_named_problem(void **state)
 		char err[128] = "";
 		int64_t v = 42;
 
-		assert_int_equal(money_parse_decimal(cases[i].s, cases[i].scale, &v, err, sizeof(err)),
-				 -1);
+		assert_int_equal(
+		    money_parse_decimal(cases[i].s, cases[i].scale, &v, err, sizeof(err)), -1);
 		assert_int_equal(v, 42); /* untouched on failure */
 		if (strstr(err, cases[i].want_in_err) == NULL)
 			fail_msg("\"%s\" scale %d: error \"%s\" lacks \"%s\"", cases[i].s,
-				 cases[i].scale, err, cases[i].want_in_err);
+			         cases[i].scale, err, cases[i].want_in_err);
 		assert_non_null(money_parse_decimal_why(cases[i].s, cases[i].scale, &v));
 	}
 }
@@ -118,8 +118,17 @@ test_decimal_error_quotes_the_input(void **state)
 static void
 test_minor_accepts_integers_only(void **state)
 {
-	static const char *const bad[] = {"", "-1", "+1", "08", "1.0", "1e2", " 8", "8 ", "0x1",
-					  "1000000000000001", "99999999999999999999"};
+	static const char *const bad[] = {"",
+	                                  "-1",
+	                                  "+1",
+	                                  "08",
+	                                  "1.0",
+	                                  "1e2",
+	                                  " 8",
+	                                  "8 ",
+	                                  "0x1",
+	                                  "1000000000000001",
+	                                  "99999999999999999999"};
 	char err[128];
 	int64_t v;
 
@@ -143,8 +152,13 @@ static void
 test_format_round_trips(void **state)
 {
 	static const struct accept_case cases[] = {
-		{"88.88", 2, 8888}, {"0.10", 2, 10}, {"100.00", 2, 10000}, {"0.00", 2, 0},
-		{"0.01", 2, 1},	    {"1099", 0, 1099}, {"10000000000000.00", 2, MONEY_MAX_MINOR},
+	    {"88.88", 2, 8888},
+	    {"0.10", 2, 10},
+	    {"100.00", 2, 10000},
+	    {"0.00", 2, 0},
+	    {"0.01", 2, 1},
+	    {"1099", 0, 1099},
+	    {"10000000000000.00", 2, MONEY_MAX_MINOR},
 	};
 	char buf[40];
 
@@ -205,13 +219,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decimal_accepts_exact_amounts),
-		cmocka_unit_test(test_decimal_rejects_with_named_problem),
-		cmocka_unit_test(test_decimal_error_quotes_the_input),
-		cmocka_unit_test(test_minor_accepts_integers_only),
-		cmocka_unit_test(test_format_round_trips),
-		cmocka_unit_test(test_format_refuses_small_buffer_and_bad_scale),
-		cmocka_unit_test(test_currency_scales),
+	    cmocka_unit_test(test_decimal_accepts_exact_amounts),
+	    cmocka_unit_test(test_decimal_rejects_with_named_problem),
+	    cmocka_unit_test(test_decimal_error_quotes_the_input),
+	    cmocka_unit_test(test_minor_accepts_integers_only),
+	    cmocka_unit_test(test_format_round_trips),
+	    cmocka_unit_test(test_format_refuses_small_buffer_and_bad_scale),
+	    cmocka_unit_test(test_currency_scales),
 	};
 
 	return cmocka_run_group_tests_name("money", tests, NULL, NULL);

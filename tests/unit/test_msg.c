@@ -130,10 +130,15 @@ test_key_is_merchant_bar_order(void **state)
 static void
 test_dead_letter_bytes(void **state)
 {
-	struct msg_dead_letter d = {.cblog = CBLOG_REFUND, .id = 7, .merchant_id = "m1",
-	                            .channel = "wxpay", .channel_trade_no = "R1",
-	                            .out_trade_no = "O1", .retry_count = 9,
-	                            .last_error = "say \"no\"", .reason = "ladder_exhausted",
+	struct msg_dead_letter d = {.cblog = CBLOG_REFUND,
+	                            .id = 7,
+	                            .merchant_id = "m1",
+	                            .channel = "wxpay",
+	                            .channel_trade_no = "R1",
+	                            .out_trade_no = "O1",
+	                            .retry_count = 9,
+	                            .last_error = "say \"no\"",
+	                            .reason = "ladder_exhausted",
 	                            .created_at = "2026-01-02 03:04:05.006",
 	                            .dead_at = "2026-01-02 04:04:05.006"};
 	size_t len = 0;
@@ -155,10 +160,15 @@ test_dead_letter_bytes(void **state)
 static void
 test_order_event_bytes(void **state)
 {
-	struct msg_order_event e = {.event_id = "m1|O1|order.paid", .event_type = "order.paid",
-	                            .merchant_id = "m1", .out_trade_no = "O1", .amount = "1.00",
-	                            .currency = "CNY", .channel = "alipay",
-	                            .channel_trade_no = "T1", .callback_id = 42,
+	struct msg_order_event e = {.event_id = "m1|O1|order.paid",
+	                            .event_type = "order.paid",
+	                            .merchant_id = "m1",
+	                            .out_trade_no = "O1",
+	                            .amount = "1.00",
+	                            .currency = "CNY",
+	                            .channel = "alipay",
+	                            .channel_trade_no = "T1",
+	                            .callback_id = 42,
 	                            .at = "2026-01-02 03:04:05.006"};
 	char buf[512];
 	int n;

@@ -19,8 +19,8 @@ struct migrate_result {
 /* Creates the configured database if it does not exist. */
 int migrate_create_db(const struct conf *cf, char *err, size_t errlen);
 int migrate_sql(const struct conf *cf, const char *dir, struct migrate_result *res, char *err,
-		size_t errlen);
+                size_t errlen);
 int migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *res, char *err,
-		   size_t errlen);
+                   size_t errlen);
 
 #endif

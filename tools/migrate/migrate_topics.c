@@ -20,7 +20,7 @@
 
 int
 migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *res, char *err,
-	       size_t errlen)
+               size_t errlen)
 {
 	char path[1024], line[512], *names[MAX_TOPICS];
 	const char *cnames[MAX_TOPICS];
@@ -43,8 +43,8 @@ migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *re
 		p = strtok_r(NULL, "\t\n", &save);
 		r = strtok_r(NULL, "\t\n", &save);
 		if (!suffix || !p || !r) {
-			snprintf(err, errlen, "%s:%d: expected suffix, partitions, retention_ms", path,
-				 lineno);
+			snprintf(err, errlen, "%s:%d: expected suffix, partitions, retention_ms",
+			         path, lineno);
 			goto done;
 		}
 		int steps = strstr(suffix, "<delay>") ? ladder_steps(&cf->retry) : 1;
@@ -73,10 +73,10 @@ migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *re
 	for (int i = 0; i < n; i++) {
 		if (had[i] > 0 && had[i] < parts[i])
 			log_info(NULL, "event=topic_grown topic=%s partitions=%d from=%d", names[i],
-				 parts[i], had[i]);
+			         parts[i], had[i]);
 		else
 			log_info(NULL, "event=topic_ensured topic=%s partitions=%d", names[i],
-				 had[i] > parts[i] ? had[i] : parts[i]);
+			         had[i] > parts[i] ? had[i] : parts[i]);
 	}
 	res->topics = n;
 	rc = 0;

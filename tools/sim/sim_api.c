@@ -182,12 +182,12 @@ load_merchant_keys(int i, char *err, size_t errlen)
 	size_t len = 0;
 
 	if (cm->has_wxpay && set(cm->wxpay.merchant_key_file) &&
-	    crypto_load_privkey_file(cm->wxpay.merchant_key_file, &sim_api.api_key[i], err, errlen) !=
-	        0)
+	    crypto_load_privkey_file(cm->wxpay.merchant_key_file, &sim_api.api_key[i], err,
+	                             errlen) != 0)
 		return -1;
 	if (cm->has_alipay && set(cm->alipay.app_private_key_file) &&
 	    crypto_load_privkey_file(cm->alipay.app_private_key_file, &sim_api.ali_app[i], err,
-	                          errlen) != 0)
+	                             errlen) != 0)
 		return -1;
 	if (cm->has_stripe && set(cm->stripe.api_key_file) &&
 	    cfg_read_secret(cm->stripe.api_key_file, &sim_api.stripe_key[i], &len, err, errlen) !=
