@@ -57,8 +57,12 @@ kq_conf_common(rd_kafka_conf_t *conf, const struct conf_kafka *cf, char *err, si
 	if (kq_set(conf, "bootstrap.servers", cf->brokers, err, errlen) ||
 	    kq_set(conf, "security.protocol", cf->security_protocol, err, errlen) ||
 	    kq_set(conf, "client.id", "paycb", err, errlen) ||
-	    /* Partitions added to a topic while paycb runs are used within 10 s, not 5 min. */
-	    kq_set(conf, "topic.metadata.refresh.interval.ms", "10000", err, errlen))
+	    /*
+	     * Partitions added to a topic while paycb runs are used within 30 s, not 5 min. Not
+	     * every 10 s: each refresh is a request to the broker and, in a consumer, a pass
+	     * over every partition of its subscription (docs/performance.md, "Idle").
+	     */
+	    kq_set(conf, "topic.metadata.refresh.interval.ms", "30000", err, errlen))
 		goto done;
 	if (cf->ssl_ca_file[0] && kq_set(conf, "ssl.ca.location", cf->ssl_ca_file, err, errlen))
 		goto done;
