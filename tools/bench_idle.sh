@@ -13,6 +13,8 @@
 # lag check connects only during a check, so its requests are not counted).
 # BENCH_IDLE_SET (optional, space-separated key=value) overrides settings of the
 # configuration, to measure a setting against the default in the same conditions;
+# BENCH_IDLE_THREADS=1 also prints, for the broker and the first processor, the idle CPU and
+# wake-ups of their threads grouped by name (the first 15 characters the kernel keeps).
 # BENCH_IDLE_ROOT (optional) a directory whose bin/ holds the daemons to run instead of this
 # tree's (another build, for a before/after of the code).
 # Its own database (paycb_bidle, dropped at the start and the end), topic prefix and
@@ -92,6 +94,20 @@ snap() {
 		END { for (k in s) print "req." k, s[k], 0 }'
 }
 
+# threads PID... - per thread: process, tid, name, CPU ms, context switches.
+threads() {
+	local p t tck
+	tck=$(getconf CLK_TCK)
+	for p in "$@"; do
+		for t in /proc/"$p"/task/*; do
+			awk -v p="$p" -v tid="${t##*/}" -v n="$(tr ' ' _ <"$t/comm" 2>/dev/null)" -v tck="$tck" \
+				'FNR == 1 && FILENAME ~ /stat$/ { s = $0; sub(/^.*\) /, "", s); split(s, f, " ")
+					cpu = (f[12] + f[13]) * 1000 / tck }
+				/ctxt_switches/ { c += $2 } END { print p, tid, n, cpu, c }' "$t/stat" "$t/status" 2>/dev/null
+		done
+	done
+}
+
 pl_start ingest "$CONF" paycb-ingest "$INGEST_ADMIN"
 pl_ready "$INGEST_ADMIN" 60
 pl_start processor-1 "$CONF" paycb-processor 0
@@ -112,7 +128,9 @@ say "end to end: $((RATE * E2E_S)) payments at $RATE/s"
 say "idle: ${IDLE_S} s"
 sleep 3
 snap >"$B/idle-begin"
+threads "$KFK" "$(pl_pid processor-1)" >"$B/threads-begin"
 sleep "$IDLE_S"
+threads "$KFK" "$(pl_pid processor-1)" >"$B/threads-end"
 snap >"$B/idle-end"
 
 echo "daemons: $PL_ROOT/bin; settings: ${BENCH_IDLE_SET:-defaults}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -126,3 +144,11 @@ awk -v s="$IDLE_S" 'NR == FNR { c[$1] = $2; x[$1] = $3; next }
 	  else { printf "idle %s cpu %.2f%% wakeups/s %.1f\n", $1, d / s / 10, ($3 - x[$1]) / s
 	         if ($1 != "mariadb") t += d } }
 	END { printf "idle paycb + broker cpu %.2f%%\n", t / s / 10 }' "$B/idle-begin" "$B/idle-end"
+if [[ ${BENCH_IDLE_THREADS:-0} == 1 ]]; then
+	awk -v s="$IDLE_S" -v k="$KFK" 'NR == FNR { c[$2] = $4; x[$2] = $5; next }
+		($2 in c) { g = ($1 == k ? "kafka" : "processor-1") " " $3; n[g] += $4 - c[$2]
+			w[g] += $5 - x[$2]; m[g]++ }
+		END { for (g in n) if (n[g] > 0 || w[g] / s >= 1)
+			printf "idle thread %s x%d cpu %.3f%% wakeups/s %.1f\n", g, m[g], n[g] / s / 10, w[g] / s }' \
+		"$B/threads-begin" "$B/threads-end" | sort -t' ' -k3,3 -k7,7gr
+fi
