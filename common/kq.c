@@ -59,8 +59,12 @@ kq_conf_common(rd_kafka_conf_t *conf, const struct conf_kafka *cf, char *err, si
 	if (kq_set(conf, "bootstrap.servers", cf->brokers, err, errlen) ||
 	    kq_set(conf, "security.protocol", cf->security_protocol, err, errlen) ||
 	    kq_set(conf, "client.id", "paycb", err, errlen) ||
-	    /* Partitions added to a topic while paycb runs are used within 10 s, not 5 min. */
-	    kq_set(conf, "topic.metadata.refresh.interval.ms", "10000", err, errlen))
+	    /*
+	     * Partitions added to a topic while paycb runs are used within 30 s, not 5 min. Not
+	     * every 10 s: each refresh is a request to the broker and, in a consumer, a pass
+	     * over every partition of its subscription (docs/performance.md, "Idle").
+	     */
+	    kq_set(conf, "topic.metadata.refresh.interval.ms", "30000", err, errlen))
 		goto done;
 	if (cf->ssl_ca_file[0] && kq_set(conf, "ssl.ca.location", cf->ssl_ca_file, err, errlen))
 		goto done;
@@ -419,8 +423,15 @@ kq_consumer_new(const struct conf_kafka *cf, const char *group, const char *cons
 	    kq_set(conf, "enable.auto.commit", "true", err, errlen) ||
 	    kq_set(conf, "auto.commit.interval.ms", "1000", err, errlen) ||
 	    kq_set(conf, "auto.offset.reset", "earliest", err, errlen) ||
+	    /*
+	     * A dead member is noticed after the session (10 s, unchanged), so failover does
+	     * not wait for longer. A heartbeat every 3 s, not every 1 s: a third of the
+	     * requests an idle consumer sends besides its fetches, at the cost of a live member
+	     * learning of a rebalance up to 3 s later (its next heartbeat); three heartbeats
+	     * still fit in a session.
+	     */
 	    kq_set(conf, "session.timeout.ms", "10000", err, errlen) ||
-	    kq_set(conf, "heartbeat.interval.ms", "1000", err, errlen) ||
+	    kq_set(conf, "heartbeat.interval.ms", "3000", err, errlen) ||
 	    /*
 	     * An idle consumer's fetch waits at the broker this long for a message (one arrives
 	     * and the fetch returns at once), so it bounds idle fetches, not latency: 500 ms made
