@@ -42,19 +42,8 @@ N_BACKLOG=${BENCH_BACKLOG_N:-4000}
 N_DB=${BENCH_DB_N:-5000}
 T0=$(pl_now_ms)
 
-rm -rf "$B"
-pl_init "$B"
-umask 077
-printf '[client]\nhost=127.0.0.1\nport=%s\nuser=paycb\npassword=%s\n' \
-	"${PAYCB_DB_PORT:-23306}" "$(cat "$PAYCB_VAR/secrets/db_password" 2>/dev/null)" >"$B/my.cnf"
-umask 022
-sql() { mariadb --defaults-extra-file="$B/my.cnf" -N -B -e "$1" ${2:+"$2"}; }
-
-cleanup() {
-	pl_stop_all >/dev/null 2>&1 || true
-	sql "DROP DATABASE IF EXISTS $DB" 2>/dev/null || true
-}
-trap cleanup EXIT
+pl_scratch "$B" "$DB"
+sql() { pl_sql "$@"; }
 
 say() { printf 'bench: %s\n' "$*" >&2; }
 # kv FILE KEY - one value of a paycb-sim or paycb-bench report.

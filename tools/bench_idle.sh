@@ -33,18 +33,8 @@ RATE=${BENCH_IDLE_RATE:-300}
 E2E_S=${BENCH_IDLE_E2E_S:-20}
 IDLE_S=${BENCH_IDLE_S:-30}
 
-rm -rf "$B"
-pl_init "$B"
-umask 077
-printf '[client]\nhost=127.0.0.1\nport=%s\nuser=paycb\npassword=%s\n' \
-	"${PAYCB_DB_PORT:-23306}" "$(cat "$PAYCB_VAR/secrets/db_password" 2>/dev/null)" >"$B/my.cnf"
-umask 022
-sql() { mariadb --defaults-extra-file="$B/my.cnf" -N -B -e "$1" ${2:+"$2"}; }
-cleanup() {
-	pl_stop_all >/dev/null 2>&1 || true
-	sql "DROP DATABASE IF EXISTS $DB" 2>/dev/null || true
-}
-trap cleanup EXIT
+pl_scratch "$B" "$DB"
+sql() { pl_sql "$@"; }
 say() { printf 'bench-idle: %s\n' "$*" >&2; }
 kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
 ms() { local v=${1:--1}; ((v < 0)) && { echo -; return; }; echo "$((v / 1000)).$((v % 1000 / 100))"; }
