@@ -260,9 +260,16 @@ serve(const struct api_opts *o)
 {
 	struct MHD_Daemon *d = NULL, *t = NULL;
 	char *cert = NULL, *key = NULL, err[512];
+	sigset_t stop, old;
 	size_t len;
 	int rc = EXIT_UNAVAILABLE;
 
+	/* Blocked before the listeners start, so their threads inherit the mask and a stop
+	 * signal reaches only the sigsuspend below, which sleeps until it comes. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
 	if (o->tls_port > 0 &&
 	    (!MHD_is_feature_supported(MHD_FEATURE_TLS) ||
 	     cfg_read_file(o->tls_cert, 65536, 0, &cert, &len, err, sizeof(err)) != 0 ||
@@ -283,7 +290,7 @@ serve(const struct api_opts *o)
 	       sim_api.nm);
 	fflush(stdout);
 	while (!api_stop)
-		usleep(50 * 1000);
+		sigsuspend(&old);
 	printf("event=api_stop requests=%lld bad_sig=%lld refunds_applied=%lld refund_posts=%lld\n",
 	       sim_api.requests, sim_api.bad_sig, sim_api.refunds_applied, sim_api.refund_posts);
 	rc = 0;
@@ -296,6 +303,7 @@ done:
 		OPENSSL_cleanse(key, strlen(key));
 	free(key);
 	free(cert);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 
