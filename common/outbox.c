@@ -10,10 +10,9 @@
 
 #include "log.h"
 
-#define Q4  "?, ?, ?, ?"
-#define Q32 Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4
 static const char SQL_MARK_SENT[] =
-    "UPDATE order_events SET sent_at = NOW(3) WHERE sent_at IS NULL AND id IN (" Q32 ")";
+    "UPDATE order_events SET sent_at = NOW(3) WHERE sent_at IS NULL AND id IN (" OUTBOX_ID_PLACES
+    ")";
 
 _Static_assert(OUTBOX_MARK_IDS == 32, "SQL_MARK_SENT has 32 places");
 

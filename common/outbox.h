@@ -15,6 +15,16 @@
 #define OUTBOX_MARK_IDS 32
 
 /*
+ * OUTBOX_ID_PLACES - OUTBOX_MARK_IDS placeholders for an "id IN (...)" list, for the
+ * statements that take outbox row ids in chunks of that size (the marks and the relay's
+ * order check).
+ */
+#define OUTBOX_Q4 "?, ?, ?, ?"
+#define OUTBOX_ID_PLACES                                                                           \
+	OUTBOX_Q4 ", " OUTBOX_Q4 ", " OUTBOX_Q4 ", " OUTBOX_Q4 ", " OUTBOX_Q4 ", " OUTBOX_Q4       \
+	          ", " OUTBOX_Q4 ", " OUTBOX_Q4
+
+/*
  * outbox_mark_sent - sets sent_at on the unsent rows ids[0..n), OUTBOX_MARK_IDS to a
  * statement, each statement committed by itself. A statement that fails is logged and its
  * rows stay unsent, which only means the sweep publishes them again (consumers deduplicate on

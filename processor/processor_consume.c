@@ -289,9 +289,13 @@ proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition
 	}
 }
 
-/* proc_consume - one message: hold it, or handle it and store its offset */
+/*
+ * proc_consume - one message: hold it, or handle it and store its offset. known is the
+ * message already decoded (by proc_batchable, for a run that fell back), or NULL to decode
+ * it here: a message is decoded once on its way through.
+ */
 static void
-proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
+proc_consume(struct proc_worker *w, const rd_kafka_message_t *m, const struct msg_callback *known)
 {
 	const struct conf *cf = w->p->cf;
 	const char *topic = rd_kafka_topic_name(m->rkt);
@@ -304,7 +308,9 @@ proc_consume(struct proc_worker *w, const rd_kafka_message_t *m)
 	/* A message of a held partition was fetched before the pause; it comes again later. */
 	if (proc_hold_find(w, topic, m->partition))
 		return;
-	if (msg_callback_decode(m->payload, m->len, &cb, err, sizeof(err)) != 0) {
+	if (known != NULL) {
+		cb = *known;
+	} else if (msg_callback_decode(m->payload, m->len, &cb, err, sizeof(err)) != 0) {
 		/* It can never become valid; keeping it would stop its partition for good. */
 		log_error(NULL, "event=bad_message topic=%s partition=%d offset=%lld error=\"%s\"",
 		          topic, (int)m->partition, (long long)m->offset, err);
@@ -376,9 +382,12 @@ proc_batchable(struct proc_worker *w, const rd_kafka_message_t *m, struct msg_ca
 	       msg_callback_decode(m->payload, m->len, cb, err, sizeof(err)) == 0;
 }
 
-/* proc_one - one polled message alone: a consumer error is logged, a message consumed. */
+/*
+ * proc_one - one polled message alone: a consumer error is logged, a message consumed (cb,
+ * when not NULL, is the message decoded already).
+ */
 static void
-proc_one(struct proc_worker *w, rd_kafka_message_t *m)
+proc_one(struct proc_worker *w, rd_kafka_message_t *m, const struct msg_callback *cb)
 {
 	if (m->err) {
 		/* Consumer errors are informational: librdkafka recovers by itself. */
@@ -386,7 +395,7 @@ proc_one(struct proc_worker *w, rd_kafka_message_t *m)
 			log_warn(NULL, "event=consumer_error thread=%d error=\"%s\"", w->index,
 			         rd_kafka_message_errstr(m));
 	} else {
-		proc_consume(w, m);
+		proc_consume(w, m, cb);
 	}
 	rd_kafka_message_destroy(m);
 }
@@ -413,7 +422,7 @@ proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_call
 		return;
 	}
 	for (int i = 0; i < n; i++)
-		proc_one(w, ms[i]);
+		proc_one(w, ms[i], &cbs[i]);
 }
 
 /*
@@ -444,7 +453,7 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 		}
 		if (!proc_batchable(w, m, &cb)) {
 			proc_flush(w, ms, cbs, n);
-			proc_one(w, m);
+			proc_one(w, m, NULL);
 			return;
 		}
 		cbs[n] = cb;

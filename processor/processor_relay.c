@@ -94,8 +94,6 @@ struct proc_relay {
  * its CPU on here.
  */
 #define PROC_RELAY_MARK_IDS OUTBOX_MARK_IDS
-#define Q4                  "?, ?, ?, ?"
-#define Q32                 Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4 ", " Q4
 
 /*
  * proc_relay_mark - marks pending delivered rows sent: the full chunks, or every one when
@@ -130,7 +128,7 @@ proc_relay_marks_due(const struct proc_relay *rl)
 static const char SQL_EARLIER[] =
     "SELECT e.id, p.id FROM order_events e JOIN order_events p ON p.merchant_id = "
     "e.merchant_id AND p.out_trade_no = e.out_trade_no AND p.sent_at IS NULL AND p.id < e.id "
-    "WHERE e.id IN (" Q32 ")";
+    "WHERE e.id IN (" OUTBOX_ID_PLACES ")";
 
 static int
 proc_relay_dep_row(void *arg, struct db_out *o)
