@@ -157,18 +157,10 @@ held_partition_resumes_after_a_rebalance(void **state)
 static int
 group_setup(void **state)
 {
-	struct fx_logwait w;
-
 	(void)state;
-	if ((pub = fx_pub_new(&cf)) == NULL)
-		return -1;
-	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
-	if (pid <= 0)
-		return -1;
 	/* Timing is measured from a member that owns its partitions and fetches already, and
 	 * with a producer that knows the topics. */
-	w = (struct fx_logwait){plog, "event=assigned", 1};
-	if (harness_wait_until(fx_log_has, &w, WAIT_MS) != 0)
+	if (fx_processor_up(&cf, &pub, &pid, plog, sizeof(plog), WAIT_MS) != 0)
 		return -1;
 	{
 		char retry[256];
