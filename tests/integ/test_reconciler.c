@@ -272,16 +272,19 @@ reconciler_start(const char *conf, const char *name)
 {
 	char log[700], confbuf[1024];
 	char *argv[] = {"bin/paycb-reconciler", "-c", confbuf, NULL};
-	long long ready;
+	long long seen, end = harness_now_ms() + 20000;
 	int pid;
 
 	snprintf(confbuf, sizeof(confbuf), "%s", conf);
 	snprintf(log, sizeof(log), "%s/%s.log", dir, name);
-	ready = harness_file_count(log, "event=ready") + 1;
+	seen = harness_file_count(log, "event=ready");
 	if ((pid = kid(spawn(argv, log))) <= 0)
 		return -1;
-	/* Ready means its signal handlers are in place: a SIGTERM then drains. */
-	fx_wait_log(log, "event=ready", ready, 20000);
+	/* Ready means its signal handlers are in place: a SIGTERM then drains. It polls every
+	 * 5 ms, not harness_wait_until's 20: refunds_survive_sigkill kills a reconciler at its
+	 * next step, and a slower start-up watch lets it take several steps unseen. */
+	while (harness_file_count(log, "event=ready") == seen && harness_now_ms() < end)
+		usleep(5 * 1000);
 	return pid;
 }
 
