@@ -38,14 +38,6 @@ static int pid = -1;
 static char plog[1024];
 
 static int
-wait_log(const char *file, const char *needle, long long n, long long timeout_ms)
-{
-	struct fx_logwait w = {file, needle, n};
-
-	return harness_wait_until(fx_log_has, &w, timeout_ms);
-}
-
-static int
 try_create_topic(void *arg)
 {
 	const char *names[1] = {arg};
@@ -121,7 +113,7 @@ relay_loss_does_not_reorder_an_orders_events(void **state)
 	    fx_publish(pub, NULL, 0, a, M, "wxpay", "O-ord8", 1, RD_KAFKA_PARTITION_UA, NULL), 0);
 	assert_int_equal(fx_wait_row(&db, 0, a, 1, WAIT_MS), 0);
 	snprintf(needle, sizeof(needle), "cb%llu: level=warn event=outbox_unsent", a);
-	assert_int_equal(wait_log(plog, needle, 2, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, needle, 2, WAIT_MS), 0);
 	assert_int_equal(harness_wait_until(try_create_topic, topic, WAIT_MS), 0);
 
 	/* The refund comes after: the relay must hold it back behind the lost payment. */
@@ -130,7 +122,7 @@ relay_loss_does_not_reorder_an_orders_events(void **state)
 	assert_int_equal(fx_wait_row(&db, 1, b, 1, WAIT_MS), 0);
 	/* The relay's verdict on the refund's event: held back, or (wrongly) published. */
 	snprintf(needle, sizeof(needle), "rf%llu: level=warn event=outbox_held_back", b);
-	held = wait_log(plog, needle, 1, 15000) == 0;
+	held = fx_wait_log(plog, needle, 1, 15000) == 0;
 
 	/* The retrier's sweep takes over: the payment's events first, then the refund. */
 	rc.retrier.outbox_after_s = 1;
@@ -169,12 +161,7 @@ static int
 group_setup(void **state)
 {
 	(void)state;
-	if ((pub = fx_pub_new(&cf)) == NULL)
-		return -1;
-	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
-	if (pid <= 0)
-		return -1;
-	return wait_log(plog, "event=assigned", 1, WAIT_MS);
+	return fx_processor_up(&cf, &pub, &pid, plog, sizeof(plog), WAIT_MS);
 }
 
 static int

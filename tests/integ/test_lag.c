@@ -32,14 +32,6 @@
 static struct conf cf;
 static struct db db;
 
-static int
-wait_log(const char *file, const char *needle, long long n, long long timeout_ms)
-{
-	struct fx_logwait w = {file, needle, n};
-
-	return harness_wait_until(fx_log_has, &w, timeout_ms);
-}
-
 /* The value of one series in the exposition, -1 when it is missing. */
 static long long
 series(const char *name, const char *topic, const char *kind)
@@ -89,7 +81,7 @@ held_message_is_not_lag_and_a_stalled_delay_partition_is(void **state)
 	pc.retry.ladder_s.n = 2;
 	pc.retry.ladder_s.v[1] = 30; /* "2 30": nobody consumes the 4 s step */
 	assert_true((pid = fx_processor_start(&pc, "processor", plog, sizeof(plog))) > 0);
-	assert_int_equal(wait_log(plog, "event=assigned", 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, "event=assigned", 1, WAIT_MS), 0);
 	conf_topic(&cf, "callbacks", main_t, sizeof(main_t));
 	ladder_topic(&cf, 2, t4, sizeof(t4));
 	ladder_topic(&cf, 3, t30, sizeof(t30));
@@ -103,7 +95,7 @@ held_message_is_not_lag_and_a_stalled_delay_partition_is(void **state)
 	assert_int_equal(
 	    fx_publish(pub, t4, 0, b, M, "wxpay", "O-lag-b", 2, RD_KAFKA_PARTITION_UA, NULL), 0);
 	assert_int_equal(fx_pub_flush(pub, 10000), 0);
-	assert_int_equal(wait_log(plog, "event=held", 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, "event=held", 1, WAIT_MS), 0);
 
 	assert_int_equal(retrier_open(&cf, &r, err, sizeof(err)), 0);
 	/* Right away: both messages are lag; neither is due yet. */

@@ -60,14 +60,6 @@ row_exec(const char *sql, unsigned long long id)
 	assert_int_equal(db_exec(&db, sql, in, 1, NULL, NULL), DB_OK);
 }
 
-static int
-wait_log(const char *file, const char *needle, long long n, long long timeout_ms)
-{
-	struct fx_logwait w = {file, needle, n};
-
-	return harness_wait_until(fx_log_has, &w, timeout_ms);
-}
-
 /* count_id - counts the messages of a topic whose JSON "id" is a->id. */
 struct count_arg {
 	unsigned long long id;
@@ -121,7 +113,7 @@ stale_attempt_after_replay_is_not_counted(void **state)
 	    0);
 	snprintf(needle, sizeof(needle), "cb%llu: level=warn event=processed outcome=retry_stale ",
 	         id);
-	assert_int_equal(wait_log(plog, needle, 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, needle, 1, WAIT_MS), 0);
 	assert_int_equal(row_i64("SELECT retry_count FROM pay_callback_log WHERE id = ?", id), 0);
 	/* The replay's attempt 1 is counted. */
 	assert_int_equal(
@@ -198,7 +190,7 @@ future_stamped_message_holds_its_partition_one_step_at_most(void **state)
 	         id);
 	produce_at(retry2, 0, skewed, "O-skew", 2, wall_ms() + 86400000LL);
 	snprintf(needle, sizeof(needle), "cb%llu: level=debug event=held", skewed);
-	assert_int_equal(wait_log(plog, needle, 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, needle, 1, WAIT_MS), 0);
 	t0 = harness_now_ms();
 	assert_int_equal(fx_publish(pub, retry2, 0, id, M, "wxpay", "O-behind", 2, 0, &pos), 0);
 	assert_int_equal(fx_wait_row(&db, 0, id, 1, 12000), 0);
@@ -371,7 +363,7 @@ message_naming_a_missing_or_other_row_is_counted_and_alerted(void **state)
 	         "rf%llu: level=error event=alert kind=row_missing order=O-ghost merchant=default "
 	         "channel=alipay",
 	         ghost);
-	assert_int_equal(wait_log(plog, buf, 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, buf, 1, WAIT_MS), 0);
 	assert_int_equal(metric_of(missing), 1);
 
 	/* The row is O-real's; the message says O-fake. */
@@ -402,12 +394,7 @@ static int
 group_setup(void **state)
 {
 	(void)state;
-	if ((pub = fx_pub_new(&cf)) == NULL)
-		return -1;
-	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
-	if (pid <= 0)
-		return -1;
-	return wait_log(plog, "event=assigned", 1, WAIT_MS);
+	return fx_processor_up(&cf, &pub, &pid, plog, sizeof(plog), WAIT_MS);
 }
 
 static int

@@ -40,14 +40,6 @@ row_i64(const char *sql, unsigned long long id)
 	return harness_query_i64(&tdb, sql, in, 1);
 }
 
-static int
-wait_log(const char *file, const char *needle, long long n, long long timeout_ms)
-{
-	struct fx_logwait w = {file, needle, n};
-
-	return harness_wait_until(fx_log_has, &w, timeout_ms);
-}
-
 /* start_retrier - writes c to <prefix>-<name>.conf and starts a retrier with it. */
 static int
 start_retrier(const struct conf *c, const char *name, char *log, size_t loglen)
@@ -103,7 +95,7 @@ ladder_mismatch_raises_the_alarm_within_the_threshold(void **state)
 	after_s = 1 + 2 + 3 + 3 * rc.retry.lease_margin_s + rc.retry.initial_lease_s +
 	          2 * rc.retrier.sweep_interval_s;
 	assert_true((ppid = fx_processor_start(&pc, "mismatch-processor", plog, sizeof(plog))) > 0);
-	assert_int_equal(wait_log(plog, "event=assigned", 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, "event=assigned", 1, WAIT_MS), 0);
 	assert_true((rpid = start_retrier(&rc, "mismatch-retrier", rlog, sizeof(rlog))) > 0);
 	t0 = harness_now_ms();
 	id = fx_pay_row(&tdb, &cf, "m1", "wxpay", "T-mismatch", "o-mismatch", "7.00", "CNY");
@@ -128,11 +120,11 @@ ladder_mismatch_raises_the_alarm_within_the_threshold(void **state)
 	assert_true(took <= (after_s + 4) * 1000);
 	assert_int_equal(row_i64("SELECT status FROM pay_callback_log WHERE id = ?", id), 0);
 	snprintf(needle, sizeof(needle), "cb%llu: level=error event=alert kind=old_pending", id);
-	assert_int_equal(wait_log(rlog, needle, 1, WAIT_MS), 0); /* logged after the commit */
+	assert_int_equal(fx_wait_log(rlog, needle, 1, WAIT_MS), 0); /* logged after the commit */
 	/* The republish alarm: past max_republish (2) at retry_count 3. */
 	snprintf(needle, sizeof(needle), "cb%llu: level=error event=alert kind=republish_storm",
 	         id);
-	assert_int_equal(wait_log(rlog, needle, 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(rlog, needle, 1, WAIT_MS), 0);
 	/* One more lease period: still one alert of each kind for the row. */
 	{
 		struct db_in in[1] = {DBI_I64(id)};

@@ -77,11 +77,9 @@ paid_once(const char *prefix)
 static void
 start_processor(const char *name)
 {
-	struct fx_logwait w = {plog, "event=assigned", 1};
-
 	pid = fx_processor_start(&cf, name, plog, sizeof(plog));
 	assert_true(pid > 0);
-	assert_int_equal(harness_wait_until(fx_log_has, &w, WAIT_MS), 0);
+	assert_int_equal(fx_wait_log(plog, "event=assigned", 1, WAIT_MS), 0);
 }
 
 /* stop_processor - the case's processor drains and must exit 0. */
@@ -99,17 +97,15 @@ static void
 backlog_is_applied_in_batches(void **state)
 {
 	unsigned long long ids[N];
-	struct fx_logwait w = {NULL, "event=batch_committed", 1};
 
 	(void)state;
 	backlog("OB", -1, ids);
 	start_processor("processor-backlog");
-	w.file = plog;
 	for (int i = 0; i < N; i++)
 		assert_int_equal(fx_wait_row(&db, 0, ids[i], 1, WAIT_MS), 0);
 	assert_int_equal(paid_once("OB"), N);
 	/* The backlog went in batches, and none of them fell back. */
-	assert_int_equal(harness_wait_until(fx_log_has, &w, 1000), 0);
+	assert_int_equal(fx_wait_log(plog, "event=batch_committed", 1, 1000), 0);
 	assert_int_equal(harness_file_count(plog, "event=batch_fallback"), 0);
 	printf("# %lld batches for %d payments\n",
 	       harness_file_count(plog, "event=batch_committed"), N);
@@ -121,20 +117,18 @@ static void
 a_failing_payment_rolls_its_batch_back_to_one_at_a_time(void **state)
 {
 	unsigned long long ids[N];
-	struct fx_logwait w = {NULL, "event=batch_fallback", 1};
 
 	(void)state;
 	/* The backlog is published before the processor starts, so it is read as a backlog. */
 	backlog("OF", N / 2, ids);
 	start_processor("processor-fallback");
-	w.file = plog;
 	for (int i = 0; i < N; i++)
 		if (i != N / 2)
 			assert_int_equal(fx_wait_row(&db, 0, ids[i], 1, WAIT_MS), 0);
 	/* No order: a retryable failure, recorded on the row, which stays pending. */
 	assert_int_equal(fx_wait_retry(&db, 0, ids[N / 2], 1, WAIT_MS), 0);
 	assert_int_equal(paid_once("OF"), N - 1);
-	assert_int_equal(harness_wait_until(fx_log_has, &w, 1000), 0);
+	assert_int_equal(fx_wait_log(plog, "event=batch_fallback", 1, 1000), 0);
 	{
 		struct db_in in[1] = {DBI_I64(ids[N / 2])};
 		assert_int_equal(

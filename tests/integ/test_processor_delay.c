@@ -108,11 +108,9 @@ retry_message_waits_while_main_topic_flows(void **state)
 	assert_true(a_done >= held.timestamp_ms + 3000);
 	assert_true(a_done < held.timestamp_ms + 3000 + 5000);
 	/* The log line follows the commit: wait for it, then it must be there exactly once. */
-	{
-		struct fx_logwait lw = {plog,
-		                        "outcome=paid order=O-held merchant=default attempt=2", 1};
-		assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
-	}
+	assert_int_equal(
+	    fx_wait_log(plog, "outcome=paid order=O-held merchant=default attempt=2", 1, WAIT_MS),
+	    0);
 	assert_true(harness_file_count(plog, "outcome=paid order=O-held merchant=default "
 	                                     "attempt=2") == 1);
 }
@@ -135,17 +133,13 @@ held_partition_resumes_after_a_rebalance(void **state)
 	/* Wait for the first processor to hold it, then make the group rebalance. */
 	{
 		char needle[64];
-		struct fx_logwait w = {plog, needle, 1};
 
 		snprintf(needle, sizeof(needle), "cb%llu: level=debug event=held", c);
-		assert_int_equal(harness_wait_until(fx_log_has, &w, WAIT_MS), 0);
+		assert_int_equal(fx_wait_log(plog, needle, 1, WAIT_MS), 0);
 	}
 	pid2 = fx_processor_start(&cf, "processor2", log2, sizeof(log2));
 	assert_true(pid2 > 0);
-	{
-		struct fx_logwait w = {log2, "event=assigned", 1};
-		assert_int_equal(harness_wait_until(fx_log_has, &w, WAIT_MS), 0);
-	}
+	assert_int_equal(fx_wait_log(log2, "event=assigned", 1, WAIT_MS), 0);
 	assert_int_equal(fx_wait_row(&db, 0, c, 1, WAIT_MS), 0);
 	c_done = done_ms(c);
 	printf("# held across a rebalance: processed %lld ms after its timestamp (delay 4000)\n",
@@ -157,18 +151,10 @@ held_partition_resumes_after_a_rebalance(void **state)
 static int
 group_setup(void **state)
 {
-	struct fx_logwait w;
-
 	(void)state;
-	if ((pub = fx_pub_new(&cf)) == NULL)
-		return -1;
-	pid = fx_processor_start(&cf, "processor", plog, sizeof(plog));
-	if (pid <= 0)
-		return -1;
 	/* Timing is measured from a member that owns its partitions and fetches already, and
 	 * with a producer that knows the topics. */
-	w = (struct fx_logwait){plog, "event=assigned", 1};
-	if (harness_wait_until(fx_log_has, &w, WAIT_MS) != 0)
+	if (fx_processor_up(&cf, &pub, &pid, plog, sizeof(plog), WAIT_MS) != 0)
 		return -1;
 	{
 		char retry[256];

@@ -151,6 +151,20 @@ stat_of(const char *k)
 	return v;
 }
 
+/* A condition for harness_wait_until(): the simulator's counter k reached at least n. */
+struct stat_wait {
+	const char *k;
+	long long n;
+};
+
+static int
+stat_reached(void *arg)
+{
+	const struct stat_wait *w = arg;
+
+	return stat_of(w->k) >= w->n;
+}
+
 /* ledger - the simulator's refunded amount, refund count and refund POSTs of an order. */
 static int
 ledger(const struct chan_case *ch, const char *order, long long *refunded, long long *nrefunds,
@@ -266,7 +280,9 @@ reconciler_start(const char *conf, const char *name)
 	seen = harness_file_count(log, "event=ready");
 	if ((pid = kid(spawn(argv, log))) <= 0)
 		return -1;
-	/* Ready means its signal handlers are in place: a SIGTERM then drains. */
+	/* Ready means its signal handlers are in place: a SIGTERM then drains. It polls every
+	 * 5 ms, not harness_wait_until's 20: refunds_survive_sigkill kills a reconciler at its
+	 * next step, and a slower start-up watch lets it take several steps unseen. */
 	while (harness_file_count(log, "event=ready") == seen && harness_now_ms() < end)
 		usleep(5 * 1000);
 	return pid;
@@ -315,6 +331,7 @@ refunds_survive_sigkill(void **state)
 	assert_int_equal(fault(ch, "slow=1&slow_ms=8000"), 0);
 	{
 		long long applied = stat_of("refunds_applied");
+		struct stat_wait once = {"refunds_applied", applied + 1};
 		struct db_in in[1] = {DBI_I64(id_slow)};
 
 		assert_true((pid = reconciler_start(conf_path, "recon-kill")) > 0);
@@ -324,9 +341,7 @@ refunds_survive_sigkill(void **state)
 		                     "AND sent_at IS NOT NULL",
 		                     in, 1, 1, WAIT_MS),
 		    0);
-		for (long long end = harness_now_ms() + WAIT_MS;
-		     stat_of("refunds_applied") == applied && harness_now_ms() < end;)
-			usleep(20 * 1000);
+		harness_wait_until(stat_reached, &once, WAIT_MS);
 		assert_int_equal(stat_of("refunds_applied"), applied + 1);
 		assert_int_equal(harness_stop(pid, SIGKILL, 10000), 128 + SIGKILL);
 	}
@@ -586,9 +601,7 @@ forged_query_answer_pays_nothing(void **state)
 	assert_true((pid = reconciler_start(conf_path, "recon-forged")) > 0);
 	/* Forged answers served (two for the signed channels, each refused and queried again),
 	 * and nothing reserved for them. */
-	for (long long end = harness_now_ms() + WAIT_MS;
-	     stat_of("forged") < served0 + need && harness_now_ms() < end;)
-		usleep(20 * 1000);
+	harness_wait_until(stat_reached, &(struct stat_wait){"forged", served0 + need}, WAIT_MS);
 	assert_true(stat_of("forged") >= served0 + need);
 	assert_int_equal(
 	    rows_of("SELECT COUNT(*) FROM pay_callback_log WHERE out_trade_no = ?", order), 0);
@@ -664,9 +677,7 @@ closed_order_closed_at_channel(void **state)
 static long long
 wait_log(const char *log, const char *needle)
 {
-	for (long long end = harness_now_ms() + WAIT_MS;
-	     harness_file_count(log, needle) == 0 && harness_now_ms() < end;)
-		usleep(20 * 1000);
+	fx_wait_log(log, needle, 1, WAIT_MS);
 	return harness_file_count(log, needle);
 }
 

@@ -440,6 +440,18 @@ fx_processor_start(const struct conf *cf, const char *name, char *log, size_t lo
 	return harness_spawn(bin, path, log);
 }
 
+int
+fx_processor_up(const struct conf *cf, struct fx_pub **pub, int *pid, char *log, size_t loglen,
+                long long timeout_ms)
+{
+	if ((*pub = fx_pub_new(cf)) == NULL)
+		return -1;
+	*pid = fx_processor_start(cf, "processor", log, loglen);
+	if (*pid <= 0)
+		return -1;
+	return fx_wait_log(log, "event=assigned", 1, timeout_ms);
+}
+
 long long
 fx_countf(const struct conf *cf, const char *fmt, ...)
 {
@@ -488,6 +500,14 @@ fx_log_has(void *arg)
 	struct fx_logwait *w = arg;
 
 	return harness_file_count(w->file, w->needle) >= w->n;
+}
+
+int
+fx_wait_log(const char *file, const char *needle, long long n, long long timeout_ms)
+{
+	struct fx_logwait w = {file, needle, n};
+
+	return harness_wait_until(fx_log_has, &w, timeout_ms);
 }
 
 int

@@ -83,6 +83,14 @@ const char *fx_dir(void);
  * path is returned in log. Returns the pid or -1. Stop it with harness_stop().
  */
 int fx_processor_start(const struct conf *cf, const char *name, char *log, size_t loglen);
+/*
+ * What a group of processor cases starts with: a new publisher in *pub and the processor
+ * "processor" (fx_processor_start) in *pid, waited for until it owns its partitions, so what
+ * a case publishes is consumed at once. Returns 0, or -1 as a cmocka group setup wants
+ * (*pub and *pid then say what was made, for the teardown).
+ */
+int fx_processor_up(const struct conf *cf, struct fx_pub **pub, int *pid, char *log, size_t loglen,
+                    long long timeout_ms);
 
 struct fx_load;
 /*
@@ -106,6 +114,8 @@ struct fx_logwait {
 	long long n;
 };
 int fx_log_has(void *arg);
+/* Waits until file holds needle at least n times; 0, or -1 at the deadline. */
+int fx_wait_log(const char *file, const char *needle, long long n, long long timeout_ms);
 
 /* A condition for harness_wait_until(): at least want callbacks of load l are done in db. */
 struct fx_progress {
