@@ -189,10 +189,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -MMD -MP -fsanitize=fuzzer-no-link,address,undefined \
 		-Icommon -Ichan -Itests/support -Itools/sim $(PKG_CFLAGS)
 # The parsers and what they stand on: common/, chan/'s crypto and notification side; not the
-# HTTP front (ingest/) nor the outbound clients. The test keys make their certificates with
-# the simulator's sim_pki.c.
-FUZZ_SRCS    := $(wildcard common/*.c chan/crypto*.c chan/chan_notify*.c) tests/support/testkeys.c \
-		tools/sim/sim_pki.c tests/fuzz/fuzz_common.c
+# HTTP front (ingest/) nor the outbound clients. WeChat's notification signer signs with
+# chan_wx_sign.c's response signature. The test keys make their certificates with the
+# simulator's sim_pki.c.
+FUZZ_SRCS    := $(wildcard common/*.c chan/crypto*.c chan/chan_notify*.c) chan/chan_wx_sign.c \
+		tests/support/testkeys.c tools/sim/sim_pki.c tests/fuzz/fuzz_common.c
 FUZZ_OBJS    := $(patsubst %.c,build/fuzz/%.o,$(FUZZ_SRCS))
 FUZZERS      := $(patsubst tests/fuzz/fuzz_%.c,bin/fuzz/fuzz_%,$(filter-out tests/fuzz/fuzz_common.c,$(wildcard tests/fuzz/fuzz_*.c)))
 

@@ -258,15 +258,6 @@ ali_sig_length_known(const struct ali_merchant *m, size_t siglen)
 	return 0;
 }
 
-static int
-ali_hex(int c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	                              : -1;
-}
-
 /*
  * ali_sign_bytes - the length of the signature a raw "sign" value (percent-encoded base64)
  * decodes to, without decoding it: -1 when it cannot be strict base64, -2 for a malformed
@@ -284,8 +275,8 @@ ali_sign_bytes(const uint8_t *v, size_t vlen)
 		if (c == '%') {
 			int hi, lo;
 
-			if (i + 2 >= vlen || (hi = ali_hex(v[i + 1])) < 0 ||
-			    (lo = ali_hex(v[i + 2])) < 0)
+			if (i + 2 >= vlen || (hi = form_hex_value(v[i + 1])) < 0 ||
+			    (lo = form_hex_value(v[i + 2])) < 0)
 				return -2;
 			c = hi * 16 + lo;
 			i += 2;

@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <openssl/rand.h>
 
+#include "chan_sign.h"
 #include "crypto.h"
 
 /* As in chan_notify_wx.c: what the verifier requires of a resource. */
@@ -47,10 +48,9 @@ notify_wx_sign(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 	                      : refund ? "\xe9\x80\x80\xe6\xac\xbe\xe9\x80\x9a\xe7\x9f\xa5"
 	                               : "notification";
 	char gcm_nonce[WX_GCM_NONCE_LEN + 1], id[40], created[40];
-	size_t ptlen, ctlen, siglen;
-	uint8_t *ct = NULL, *sig = NULL;
+	size_t ptlen, ctlen;
+	uint8_t *ct = NULL;
 	char *ct64 = NULL, *text = NULL;
-	struct crypto_part parts[6];
 	json_t *env = NULL;
 	time_t local;
 	struct tm tm;
@@ -85,15 +85,10 @@ notify_wx_sign(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 	                "nonce", gcm_nonce);
 	if (env == NULL || (text = json_dumps(env, JSON_COMPACT)) == NULL)
 		goto done;
+	/* The notification is signed like an API answer: "ts\nnonce\nbody\n". */
 	snprintf(hdr_timestamp, 24, "%lld", (long long)ts);
-	parts[0] = (struct crypto_part){hdr_timestamp, strlen(hdr_timestamp)};
-	parts[1] = (struct crypto_part){"\n", 1};
-	parts[2] = (struct crypto_part){hdr_nonce, strlen(hdr_nonce)};
-	parts[3] = (struct crypto_part){"\n", 1};
-	parts[4] = (struct crypto_part){text, strlen(text)};
-	parts[5] = (struct crypto_part){"\n", 1};
-	if (crypto_rsa_sha256_signv(platform_priv, parts, 6, &sig, &siglen) != 0 ||
-	    (*hdr_signature = crypto_b64_encode_alloc(sig, siglen)) == NULL)
+	if (chan_wx_sign_response(platform_priv, (long long)ts, hdr_nonce, (const uint8_t *)text,
+	                          strlen(text), hdr_signature) != 0)
 		goto done;
 	*body = text;
 	text = NULL;
@@ -101,7 +96,6 @@ notify_wx_sign(EVP_PKEY *platform_priv, const char *serial, const uint8_t apiv3_
 done:
 	free(ct);
 	free(ct64);
-	free(sig);
 	free(text);
 	json_decref(env);
 	return rc;

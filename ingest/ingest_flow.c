@@ -97,10 +97,10 @@ static const char *SQL_UNROUTABLE_ALERT =
  * the metric still counts it.
  */
 static enum db_rc
-ingest_keep(struct db *db, const struct ingest_req *req, const struct notify *n, const char *sha,
+ingest_keep(struct db *db, const struct ingest_req *req, const struct notify *n,
             unsigned long long *id)
 {
-	const char *merchant = req->im->cm->id, *ch = chan_notify_name(req->ch);
+	const char *merchant = req->im->cm->id, *ch = chan_notify_name(req->ch), *sha = req->sha;
 	const char *key = n->event_id[0] != '\0' ? n->event_id : sha;
 	struct db_in p[8] = {DBI_STR(merchant),
 	                     DBI_STR(ch),
@@ -142,7 +142,7 @@ ingest_log(const struct notify *n)
 /* Reserves the row (cblog_reserve); returns the db class, with *id set on DB_OK. */
 static enum db_rc
 ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
-               const struct notify *n, const char *amount, const char *sha, unsigned long long *id)
+               const struct notify *n, const char *amount, unsigned long long *id)
 {
 	struct cblog_row r = {
 	    .cblog = ingest_log(n),
@@ -159,7 +159,7 @@ ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
 	    .cumulative = n->refund_cumulative,
 	    .body = req->body,
 	    .body_len = req->len,
-	    .body_sha256 = sha,
+	    .body_sha256 = req->sha,
 	    .lease_s = in->cf->retry.initial_lease_s,
 	};
 
@@ -266,7 +266,7 @@ ingest_unroutable(struct ingest *in, const struct ingest_req *req, const struct 
 	log_safe(s1, sizeof(s1), n->event_id[0] != '\0' ? n->event_id : req->sha);
 	log_safe(s2, sizeof(s2), n->event_type);
 	if ((db = ingest_pool_get(&in->pool, 1000)) != NULL) {
-		rc = ingest_keep(db, req, n, req->sha, &id);
+		rc = ingest_keep(db, req, n, &id);
 		ingest_pool_put(&in->pool, db);
 	}
 	{
@@ -358,7 +358,7 @@ ingest_store(struct ingest *in, const struct ingest_req *req, const struct notif
 		ingest_flight_land(in, req->flight, NULL);
 		return;
 	}
-	rc = ingest_reserve(in, db, req, n, amount, sha, &id);
+	rc = ingest_reserve(in, db, req, n, amount, &id);
 	metrics_observe_us(in->m.reserve_lat, clock_mono_us() - r0);
 	if (rc != DB_OK && rc != DB_DUPLICATE)
 		snprintf(reason, sizeof(reason), "%s", db->last_error);

@@ -160,6 +160,7 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 	const struct ingest_merchant *im;
 	struct ingest_keyset *ks;
 	char merchant[80];
+	enum MHD_Result r;
 	const char *cl;
 	struct req_ctx *x;
 	int ch;
@@ -172,39 +173,44 @@ http_first(struct ingest *in, struct MHD_Connection *c, const char *url, const c
 		metrics_inc(in->m.http_errors[1], 1);
 		return http_fail(c, ch, 405, "method not allowed");
 	}
+	/* One reference per request: the request keeps it, or done gives it back. */
 	ks = ingest_keyset_get(in);
 	if ((im = ingest_merchant_find(ks, merchant, ch)) == NULL) {
-		ingest_keyset_put(ks);
 		metrics_inc(in->m.http_errors[0], 1);
-		return http_fail(c, ch, 404, "unknown merchant");
+		r = http_fail(c, ch, 404, "unknown merchant");
+		goto done;
 	}
 	cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > (unsigned long long)in->cf->ingest.max_body_bytes) {
-		ingest_keyset_put(ks);
 		metrics_inc(in->m.http_errors[2], 1);
 		log_warn(NULL, "event=body_too_large channel=%s merchant=%s declared=%s",
 		         chan_notify_name(ch), merchant, cl);
-		return http_fail(c, ch, 413, "body too large");
+		r = http_fail(c, ch, 413, "body too large");
+		goto done;
 	}
 	if (atomic_fetch_add(&in->reading, 1) >= in->cf->ingest.max_readers) {
 		atomic_fetch_sub(&in->reading, 1);
-		ingest_keyset_put(ks);
 		metrics_inc(in->m.requests[ch][OUT_BUSY], 1);
-		return http_fail(c, ch, 503, "busy");
+		r = http_fail(c, ch, 503, "busy");
+		goto done;
 	}
 	metrics_set(in->m.reading, atomic_load(&in->reading));
 	if ((x = calloc(1, sizeof(*x))) == NULL) {
 		atomic_fetch_sub(&in->reading, 1);
-		ingest_keyset_put(ks);
-		return MHD_NO;
+		r = MHD_NO;
+		goto done;
 	}
 	x->ch = ch;
 	x->ks = ks;
+	ks = NULL;
 	x->im = im;
 	x->reading = 1;
 	x->started_us = clock_mono_us();
 	*con_cls = x;
-	return MHD_YES;
+	r = MHD_YES;
+done:
+	ingest_keyset_put(ks);
+	return r;
 }
 
 /* http_req - the request as the flow sees it (without a flight). */
