@@ -32,25 +32,31 @@ pl_init() {
 	mkdir -p "$PL_DIR/log" "$PL_DIR/run"
 }
 
-# pl_scratch DIR DB - a fresh run directory DIR (pl_init), a private MariaDB client file in it
-# for the local database (mode 0600: it holds the password) that pl_sql uses, and an EXIT trap
-# that stops every daemon the run started and drops the scratch database DB. For the benches.
+# pl_scratch DIR DB - a fresh run directory DIR (pl_init) and an EXIT trap that stops every
+# daemon the run started and drops the scratch database DB. For the benches. pl_sql's private
+# MariaDB client file (mode 0600: it holds the password) is written at its first use, since on
+# a fresh machine the password exists only once the benches have started the services.
 pl_scratch() {
 	PL_SCRATCH_CNF=$1/my.cnf
 	PL_SCRATCH_DB=$2
 	rm -rf "$1"
 	pl_init "$1"
-	(
-		umask 077
-		printf '[client]\nhost=127.0.0.1\nport=%s\nuser=paycb\npassword=%s\n' \
-			"${PAYCB_DB_PORT:-23306}" \
-			"$(cat "$PAYCB_VAR/secrets/db_password" 2>/dev/null)" >"$PL_SCRATCH_CNF"
-	)
 	trap pl_scratch_cleanup EXIT
 }
 
 # pl_sql SQL [DB] - one statement through pl_scratch's client file, tab-separated, no header.
-pl_sql() { mariadb --defaults-extra-file="$PL_SCRATCH_CNF" -N -B -e "$1" ${2:+"$2"}; }
+pl_sql() {
+	if [[ ! -s $PL_SCRATCH_CNF ]]; then
+		local pw
+		pw=$(cat "$PAYCB_VAR/secrets/db_password") || return
+		(
+			umask 077
+			printf '[client]\nhost=127.0.0.1\nport=%s\nuser=paycb\npassword=%s\n' \
+				"${PAYCB_DB_PORT:-23306}" "$pw" >"$PL_SCRATCH_CNF"
+		) || return
+	fi
+	mariadb --defaults-extra-file="$PL_SCRATCH_CNF" -N -B -e "$1" ${2:+"$2"}
+}
 
 pl_scratch_cleanup() {
 	pl_stop_all >/dev/null 2>&1 || true
