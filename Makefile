@@ -41,12 +41,18 @@ PROGNAME_tools_sim      := paycb-sim
 # Archives a program links besides its own and libcommon. The channel library chan/
 # (docs/channels.md): ingest verifies notifications with it, the simulator signs them with it,
 # so they verify through the very code ingest runs, and the reconciler calls the channels.
+# Every program reads the whole configuration, the channels' merchant settings too, which the
+# channel library declares (chan/chan_conf.h): every program links it.
 PROGLIBS_ingest          = $(LIB_CHAN)
 PROGLIBS_tools_sim       = $(LIB_CHAN)
 PROGLIBS_reconciler      = $(LIB_CHAN)
+PROGLIBS_processor       = $(LIB_CHAN)
+PROGLIBS_retrier         = $(LIB_CHAN)
+PROGLIBS_tools_migrate   = $(LIB_CHAN)
+PROGLIBS_tools_paycbctl  = $(LIB_CHAN)
 # paycb-bench takes the latency percentiles and the report file from the simulator's archive
 # (tools/sim/sim_lat.h), so both tools' figures come from one piece of code.
-PROGLIBS_tools_bench     = $(BUILD)/libtools_sim.a
+PROGLIBS_tools_bench     = $(BUILD)/libtools_sim.a $(LIB_CHAN)
 
 objs_of    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(1)/*.c))
 libobjs_of = $(filter-out $(BUILD)/$(1)/main.o,$(call objs_of,$(1)))
@@ -139,9 +145,12 @@ bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(L
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON) $(LDLIBS) -lcmocka
 
 $(BUILD)/tools/sim/%.o: CFLAGS += -Ichan
-$(BUILD)/tools/bench/%.o: CFLAGS += -Itools/sim
+$(BUILD)/tools/bench/%.o: CFLAGS += -Itools/sim -Ichan
 $(BUILD)/reconciler/%.o: CFLAGS += -Ichan
 $(BUILD)/ingest/%.o: CFLAGS += -Ichan
+$(BUILD)/processor/main.o $(BUILD)/retrier/main.o: CFLAGS += -Ichan
+$(BUILD)/tools/migrate/%.o: CFLAGS += -Ichan
+$(BUILD)/tools/paycbctl/%.o: CFLAGS += -Ichan
 $(BUILD)/tests/%.o: CFLAGS += -Itests/support -Ichan -Iingest -Iprocessor -Iretrier -Ireconciler -Itools/sim -Itools/paycbctl -Itools/migrate
 
 # ---- services and tests -----------------------------------------------------------------
@@ -217,7 +226,8 @@ FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -MMD -MP -fsanitize=fuzzer-no-link
 # HTTP front (ingest/) nor the outbound clients. WeChat's notification signer signs with
 # chan_wx_sign.c's response signature. The test keys make their certificates with the
 # simulator's sim_pki.c.
-FUZZ_SRCS    := $(wildcard common/*.c chan/crypto*.c chan/chan_notify*.c) chan/chan_wx_sign.c \
+FUZZ_SRCS    := $(wildcard common/*.c chan/crypto*.c chan/chan_notify*.c chan/chan_conf*.c) \
+		chan/chan_wx_sign.c \
 		tests/support/testkeys.c tools/sim/sim_pki.c tests/fuzz/fuzz_common.c
 FUZZ_OBJS    := $(patsubst %.c,build/fuzz/%.o,$(FUZZ_SRCS)) build/fuzz/$(CHAN_TABLE:.c=.o)
 FUZZERS      := $(patsubst tests/fuzz/fuzz_%.c,bin/fuzz/fuzz_%,$(filter-out tests/fuzz/fuzz_common.c,$(wildcard tests/fuzz/fuzz_*.c)))

@@ -6,9 +6,10 @@
  * key material and each channel's own entry points (for the vectors and the fuzzers).
  *
  * Files: chan_notify_table.c (the lookup in the table the build generates from the channel
- * files), chan_notify.c (the helpers the channels share), chan_notify_keys.c (key files), one
- * chan_notify_<channel>.c per channel (its operations), and chan_notify_wx_sign.c (WeChat
- * Pay's signer, which does not fit beside its verifier).
+ * files, and the channels' merchant settings through it, chan_conf.h), chan_notify.c (the helpers
+ * the channels share), chan_notify_keys.c (key files), one chan_notify_<channel>.c per channel (its
+ * operations), and chan_notify_wx_sign.c (WeChat Pay's signer, which does not fit beside its
+ * verifier).
  *
  * A verifier takes the raw request (headers and body bytes exactly as received), checks its
  * authenticity first and only then parses it into a struct notify. Nothing here logs; the
@@ -23,11 +24,12 @@
 
 #include <openssl/evp.h>
 
-struct conf;          /* common/conf.h */
-struct conf_merchant; /* common/conf.h */
-struct cfg_strs;      /* common/cfg.h */
-struct form;          /* common/form.h */
-struct json_t;        /* jansson */
+struct conf;           /* common/conf.h */
+struct conf_merchant;  /* common/conf.h */
+struct conf_chan_decl; /* common/conf.h */
+struct cfg_strs;       /* common/cfg.h */
+struct form;           /* common/form.h */
+struct json_t;         /* jansson */
 
 /*
  * NOTIFY_UNROUTABLE: authentic, and a payment or refund, but not one this merchant can apply:
@@ -190,6 +192,8 @@ struct chan_signed {
  */
 struct chan_notify_ops {
 	const char *name; /* the URL segment, the channel column, the metrics label */
+	/* Its merchant settings: the group named name in a merchant (chan_conf.h). */
+	const struct conf_chan_decl *conf;
 	/* A merchant's keys from the configuration: *keys stays NULL when cm does not use the
 	 * channel; err names the file and the problem, never a secret. After a failure *keys
 	 * may hold what was loaded so far: the caller frees it with keys_free either way. */

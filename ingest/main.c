@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chan_conf.h"
 #include "admin.h"
 #include "daemon.h"
 #include "ingest.h"
@@ -166,4 +167,4 @@ ingest_daemon_reload(void *state, struct conf *nc, char *err, size_t errlen)
 
 DAEMON_MAIN(ingest, "paycb-ingest",
             "Receives payment notifications, verifies, stores and publishes them.", PROG_INGEST,
-            ingest_daemon_reload)
+            ingest_daemon_reload, chan_conf_use)

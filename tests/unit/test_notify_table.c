@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chan_conf.h"
 #include "chan_notify.h"
 #include "conf.h"
 #include "testkeys.h"
@@ -220,18 +221,24 @@ a_missing_key_file_fails_the_load_naming_the_file(void **state)
 	char missing[] = "/nonexistent/paycb-key";
 	struct cfg_strs files = {1, {missing}};
 	struct conf_merchant cm;
+	struct conf_wxpay *w;
+	struct conf_alipay *a;
+	struct conf_stripe *st;
 	struct conf cf;
 
 	(void)state;
 	memset(&cm, 0, sizeof(cm));
 	memset(&cf, 0, sizeof(cf));
 	cm.id = "m1";
-	cm.has_wxpay = cm.has_alipay = cm.has_stripe = 1;
-	cm.wxpay.mchid = cm.wxpay.sp_mchid = cm.alipay.app_id = cm.alipay.seller_id = "";
-	cm.stripe.order_metadata_key = "";
-	cm.wxpay.apiv3_key_file = missing;
-	cm.alipay.public_key_files = files;
-	cm.stripe.secret_files = files;
+	w = chan_conf_slot(&cm, &chan_conf_wx_decl);
+	a = chan_conf_slot(&cm, &chan_conf_ali_decl);
+	st = chan_conf_slot(&cm, &chan_conf_stripe_decl);
+	assert_true(w != NULL && a != NULL && st != NULL);
+	w->mchid = w->sp_mchid = a->app_id = a->seller_id = "";
+	st->order_metadata_key = "";
+	w->apiv3_key_file = missing;
+	a->public_key_files = files;
+	st->secret_files = files;
 	for (int i = 0; i < chan_notify_count; i++) {
 		const struct chan_notify_ops *ops = chan_notify_table[i];
 		void *keys = NULL;
