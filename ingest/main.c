@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "chan_conf.h"
 #include "admin.h"
+#include "chan_conf.h"
 #include "daemon.h"
 #include "ingest.h"
 #include "log.h"
