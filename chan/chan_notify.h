@@ -5,10 +5,11 @@
  * what the channels share: the parsed notification, the rejection reasons, the per-merchant
  * key material and each channel's own entry points (for the vectors and the fuzzers).
  *
- * Files: chan_notify_table.c (the table and the lookup), chan_notify.c (the helpers the
- * channels share), chan_notify_keys.c (key files), one chan_notify_<channel>.c per channel
- * (its operations), and chan_notify_wx_sign.c (WeChat Pay's signer, which does not fit beside
- * its verifier).
+ * Files: chan_notify_table.c (the lookup in the table the build generates from the channel
+ * files, and the channels' merchant settings through it, chan_conf.h), chan_notify.c (the helpers
+ * the channels share), chan_notify_keys.c (key files), one chan_notify_<channel>.c per channel (its
+ * operations), and chan_notify_wx_sign.c (WeChat Pay's signer, which does not fit beside its
+ * verifier).
  *
  * A verifier takes the raw request (headers and body bytes exactly as received), checks its
  * authenticity first and only then parses it into a struct notify. Nothing here logs; the
@@ -23,11 +24,12 @@
 
 #include <openssl/evp.h>
 
-struct conf;          /* common/conf.h */
-struct conf_merchant; /* common/conf.h */
-struct cfg_strs;      /* common/cfg.h */
-struct form;          /* common/form.h */
-struct json_t;        /* jansson */
+struct conf;           /* common/conf.h */
+struct conf_merchant;  /* common/conf.h */
+struct conf_chan_decl; /* common/conf.h */
+struct cfg_strs;       /* common/cfg.h */
+struct form;           /* common/form.h */
+struct json_t;         /* jansson */
 
 /*
  * NOTIFY_UNROUTABLE: authentic, and a payment or refund, but not one this merchant can apply:
@@ -184,11 +186,14 @@ struct chan_signed {
 /*
  * What paycb knows of one channel's notifications. keys is what keys_load made for one
  * merchant (a struct wx_merchant, ali_merchant, stripe_merchant). Adding a channel is one
- * chan_notify_<channel>.c defining one of these, its line in chan_notify_table.c, and its
- * extern and CHAN_NOTIFY_COUNT below.
+ * chan_notify_<channel>.c defining one of these at file scope, on one line that starts
+ * `const struct chan_notify_ops notify_<channel>_ops = {`: the build finds it there and
+ * puts it in chan_notify_table.
  */
 struct chan_notify_ops {
 	const char *name; /* the URL segment, the channel column, the metrics label */
+	/* Its merchant settings: the group named name in a merchant (chan_conf.h). */
+	const struct conf_chan_decl *conf;
 	/* A merchant's keys from the configuration: *keys stays NULL when cm does not use the
 	 * channel; err names the file and the problem, never a secret. After a failure *keys
 	 * may hold what was loaded so far: the caller frees it with keys_free either way. */
@@ -214,15 +219,25 @@ struct chan_notify_ops {
 	            struct chan_signed *out);
 };
 
-#define CHAN_NOTIFY_COUNT 3
-/* Every channel, in the order of their metrics and log labels. */
-extern const struct chan_notify_ops *const chan_notify_table[CHAN_NOTIFY_COUNT];
-extern const struct chan_notify_ops notify_wx_ops, notify_ali_ops, notify_stripe_ops;
+/* The most channels one build may have (the size of ingest's per-channel arrays). */
+#define CHAN_NOTIFY_MAX 8
+/*
+ * Every channel, in the order of their channel files' names, which is also the order of
+ * their metrics and log labels: chan_notify_count entries. The build generates both from the
+ * channel files (chan_notify_table_gen.c); nothing stores a channel's index, only its name.
+ */
+extern const struct chan_notify_ops *const chan_notify_table[];
+extern const int chan_notify_count;
 /* The index in chan_notify_table of the channel called name, or -1. */
 int chan_notify_find(const char *name);
 /* The name of entry i of the table, "unknown" out of range. */
 const char *chan_notify_name(int i);
 
+/*
+ * The existing channels' own entry points, for their vectors, fuzzers and the simulator; a
+ * new channel needs none of them.
+ */
+extern const struct chan_notify_ops notify_wx_ops, notify_ali_ops, notify_stripe_ops;
 /*
  * Each verifies the raw body and headers, then parses it into *out. reason gets a short human
  * message (never a secret, never body content beyond field names). On any result other than

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "chan_conf.h"
 #include "conf.h"
 #include "crypto.h"
 #include "form.h"
@@ -462,18 +463,19 @@ static int
 ali_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
               size_t errlen)
 {
+	const struct conf_alipay *a = chan_conf_ali(cm);
 	struct ali_merchant *m;
 
 	(void)cf;
 	*keys = NULL;
-	if (!cm->has_alipay)
+	if (a == NULL)
 		return 0;
 	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
 		return -1;
-	snprintf(m->app_id, sizeof(m->app_id), "%s", cm->alipay.app_id);
-	snprintf(m->seller_id, sizeof(m->seller_id), "%s", cm->alipay.seller_id);
-	for (int k = 0; k < cm->alipay.public_key_files.n; k++)
-		if (notify_keys_ali_add(m, cm->alipay.public_key_files.v[k], err, errlen) != 0)
+	snprintf(m->app_id, sizeof(m->app_id), "%s", a->app_id);
+	snprintf(m->seller_id, sizeof(m->seller_id), "%s", a->seller_id);
+	for (int k = 0; k < a->public_key_files.n; k++)
+		if (notify_keys_ali_add(m, a->public_key_files.v[k], err, errlen) != 0)
 			return -1;
 	return 0;
 }
@@ -544,6 +546,7 @@ done:
 
 const struct chan_notify_ops notify_ali_ops = {
     .name = "alipay",
+    .conf = &chan_conf_ali_decl,
     .keys_load = ali_keys_load,
     .keys_free = ali_keys_free,
     .keys_describe = ali_keys_describe,

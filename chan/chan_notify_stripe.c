@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "chan_conf.h"
 #include "conf.h"
 #include "crypto.h"
 
@@ -406,20 +407,21 @@ static int
 stripe_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
                  size_t errlen)
 {
+	const struct conf_stripe *st = chan_conf_stripe(cm);
 	struct stripe_merchant *m;
 
 	*keys = NULL;
-	if (!cm->has_stripe)
+	if (st == NULL)
 		return 0;
 	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
 		return -1;
 	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
-	snprintf(m->order_key, sizeof(m->order_key), "%s", cm->stripe.order_metadata_key);
+	snprintf(m->order_key, sizeof(m->order_key), "%s", st->order_metadata_key);
 	notify_list_copy(m->accounts[0], sizeof(m->accounts[0]), &m->naccounts,
-	                 &cm->stripe.connect_accounts);
-	m->test_mode = cm->stripe.test_mode;
-	for (int k = 0; k < cm->stripe.secret_files.n; k++)
-		if (notify_keys_stripe_add(m, cm->stripe.secret_files.v[k], err, errlen) != 0)
+	                 &st->connect_accounts);
+	m->test_mode = st->test_mode;
+	for (int k = 0; k < st->secret_files.n; k++)
+		if (notify_keys_stripe_add(m, st->secret_files.v[k], err, errlen) != 0)
 			return -1;
 	return 0;
 }
@@ -489,6 +491,7 @@ stripe_sign_op(const struct chan_signer *s, const struct chan_sign_in *in, struc
 
 const struct chan_notify_ops notify_stripe_ops = {
     .name = "stripe",
+    .conf = &chan_conf_stripe_decl,
     .keys_load = stripe_keys_load,
     .keys_free = stripe_keys_free,
     .keys_describe = stripe_keys_describe,

@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
+#include "chan_conf.h"
 #include "conf.h"
 #include "crypto.h"
 
@@ -465,28 +466,27 @@ static int
 wx_keys_load(const struct conf *cf, const struct conf_merchant *cm, void **keys, char *err,
              size_t errlen)
 {
-	const char *prev = cm->wxpay.apiv3_previous_key_file;
+	const struct conf_wxpay *w = chan_conf_wx(cm);
 	struct wx_merchant *m;
 
 	*keys = NULL;
-	if (!cm->has_wxpay)
+	if (w == NULL)
 		return 0;
 	if ((*keys = m = notify_keys_alloc(sizeof(*m), err, errlen)) == NULL)
 		return -1;
-	snprintf(m->mchid, sizeof(m->mchid), "%s", cm->wxpay.mchid);
-	snprintf(m->sp_mchid, sizeof(m->sp_mchid), "%s", cm->wxpay.sp_mchid);
+	snprintf(m->mchid, sizeof(m->mchid), "%s", w->mchid);
+	snprintf(m->sp_mchid, sizeof(m->sp_mchid), "%s", w->sp_mchid);
 	notify_list_copy(m->sub_mchids[0], sizeof(m->sub_mchids[0]), &m->nsub_mchids,
-	                 &cm->wxpay.sub_mchids);
-	notify_list_copy(m->appids[0], sizeof(m->appids[0]), &m->nappids, &cm->wxpay.appids);
+	                 &w->sub_mchids);
+	notify_list_copy(m->appids[0], sizeof(m->appids[0]), &m->nappids, &w->appids);
 	m->tolerance_s = (int)cf->ingest.timestamp_tolerance_s;
-	if (notify_keys_wx_apiv3_load(m, cm->wxpay.apiv3_key_file, err, errlen) != 0 ||
-	    (prev != NULL && prev[0] != '\0' &&
-	     notify_keys_wx_apiv3_previous(m, prev, err, errlen) != 0))
+	if (notify_keys_wx_apiv3_load(m, w->apiv3_key_file, err, errlen) != 0 ||
+	    (w->apiv3_previous_key_file != NULL && w->apiv3_previous_key_file[0] != '\0' &&
+	     notify_keys_wx_apiv3_previous(m, w->apiv3_previous_key_file, err, errlen) != 0))
 		return -1;
-	for (int k = 0; k < cm->wxpay.nkeys; k++) {
-		const char *id = cm->wxpay.keys[k].serial;
-		if (notify_keys_wx_add(m, cm->wxpay.keys[k].file, id[0] ? id : NULL, err, errlen) !=
-		    0)
+	for (int k = 0; k < w->nkeys; k++) {
+		const char *id = w->keys[k].serial;
+		if (notify_keys_wx_add(m, w->keys[k].file, id[0] ? id : NULL, err, errlen) != 0)
 			return -1;
 	}
 	return 0;
@@ -544,6 +544,7 @@ wx_acknowledged(unsigned status, const char *body)
 
 const struct chan_notify_ops notify_wx_ops = {
     .name = "wxpay",
+    .conf = &chan_conf_wx_decl,
     .keys_load = wx_keys_load,
     .keys_free = wx_keys_free,
     .keys_describe = wx_keys_describe,

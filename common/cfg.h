@@ -56,6 +56,28 @@ struct cfg_setting {
 	const char *doc;
 };
 
+/*
+ * One setting per line in a table: an integer within [lo, hi], a string (flags fl, file
+ * checks for programs pr), a boolean, and the end of a table. off is the value's offset in
+ * the struct the table fills; d its default as text (NULL: required).
+ */
+#define CFG_SET_INT(n, d, lo, hi, off, doc)                                                        \
+	{                                                                                          \
+		n, CFG_INT, d, lo, hi, off, 0, 0, NULL, 0, 0, doc                                  \
+	}
+#define CFG_SET_STR(n, d, off, fl, pr, doc)                                                        \
+	{                                                                                          \
+		n, CFG_STR, d, 0, 0, off, fl, pr, NULL, 0, 0, doc                                  \
+	}
+#define CFG_SET_BOOL(n, d, off, doc)                                                               \
+	{                                                                                          \
+		n, CFG_BOOL, d, 0, 0, off, 0, 0, NULL, 0, 0, doc                                   \
+	}
+#define CFG_SET_END                                                                                \
+	{                                                                                          \
+		NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, NULL                                     \
+	}
+
 struct cfg_errors {
 	int n;
 	char text[4096];

@@ -192,99 +192,15 @@ static const struct cfg_setting reconciler_tab[] = {
 	    "calls per second per merchant and channel (a token bucket)"),
 	END};
 
-#define WK(f) offsetof(struct conf_wx_key, f)
-static const struct cfg_setting wx_key_tab[] = {
-	STR("serial", "", WK(serial), 0, 0,
-	    "Wechatpay-Serial this key answers to; for a certificate, default its serial; for a "
-	    "public key, its PUB_KEY_ID_..."),
-	STR("file", NULL, WK(file), CFGF_FILE | CFGF_NONEMPTY, PROG_INGEST | PROG_RECONCILER,
-	    "platform certificate or WeChat Pay public key (PEM)"),
-	END};
-
 #define ME(f) offsetof(struct conf_merchant, f)
-static const struct cfg_setting wx_tab[] = {
-	{"mchid", CFG_STR, NULL, 0, 32, ME(wxpay.mchid) - ME(wxpay), CFGF_NONEMPTY | CFGF_NAME, 0,
-	 NULL, 0, 0,
-	 "the merchant's WeChat Pay mchid (in partner mode its sub-merchant number); a "
-	 "notification naming another mchid is unroutable"},
-	{"sp_mchid", CFG_STR, "", 0, 32, ME(wxpay.sp_mchid) - ME(wxpay), CFGF_NAME, 0, NULL, 0, 0,
-	 "partner mode: the service provider's mchid; a notification carrying sp_mchid is "
-	 "applied only when it is this one and its sub_mchid is mchid or on sub_mchids; empty "
-	 "= partner notifications are unroutable"},
-	{"sub_mchids", CFG_STR_LIST, "", 0, 32, ME(wxpay.sub_mchids) - ME(wxpay), CFGF_NAME, 0,
-	 NULL, 0, 0, "partner mode: further sub-merchant numbers served by this merchant"},
-	{"appids", CFG_STR_LIST, "", 0, 32, ME(wxpay.appids) - ME(wxpay), CFGF_NAME, 0, NULL, 0,
-	 0,
-	 "allowed app ids: when not empty, a notification's appid (partner mode: sub_appid, else "
-	 "sp_appid) must be on it; refunds carry none"},
-	STR("apiv3_key_file", NULL, ME(wxpay.apiv3_key_file) - ME(wxpay), CFGF_FILE, PROG_INGEST,
-	    "file holding the 32-byte APIv3 key"),
-	STR("apiv3_previous_key_file", "", ME(wxpay.apiv3_previous_key_file) - ME(wxpay),
-	    CFGF_FILE, PROG_INGEST,
-	    "during an APIv3 key rotation only: the file of the key being replaced, tried when "
-	    "the current key does not open a resource (docs/operations.md, Rotating keys); "
-	    "empty = none"),
-	{"keys", CFG_GROUP_LIST, NULL, 0, 0, ME(wxpay.keys) - ME(wxpay), CFGF_NONEMPTY, 0,
-	 wx_key_tab, sizeof(struct conf_wx_key), ME(wxpay.nkeys) - ME(wxpay),
-	 "platform certificates and public keys; several at once for rotation"},
-	STR("merchant_key_file", "", ME(wxpay.merchant_key_file) - ME(wxpay), CFGF_FILE,
-	    PROG_RECONCILER,
-	    "the merchant API private key (apiclient_key.pem) that signs paycb's calls; empty = "
-	    "the reconciler makes no WeChat Pay calls for this merchant"),
-	STR("merchant_serial", "", ME(wxpay.merchant_serial) - ME(wxpay), 0, 0,
-	    "the serial of the merchant API certificate (serial_no in the Authorization header)"),
-	STR("api_base_url", "https://api.mch.weixin.qq.com", ME(wxpay.api_base_url) - ME(wxpay),
-	    CFGF_NONEMPTY, 0, "WeChat Pay API base URL, without a trailing slash"),
-	END};
-static const struct cfg_setting ali_tab[] = {
-	{"app_id", CFG_STR, NULL, 0, 32, ME(alipay.app_id) - ME(alipay), CFGF_NONEMPTY, 0, NULL,
-	 0, 0, "the merchant's Alipay app_id; a notification for another app is unroutable"},
-	{"seller_id", CFG_STR, "", 0, 32, ME(alipay.seller_id) - ME(alipay), CFGF_NAME, 0, NULL, 0,
-	 0,
-	 "the merchant's Alipay seller_id (2088...); when set, a notification naming another "
-	 "seller, or none, is unroutable"},
-	{"public_key_files", CFG_STR_LIST, NULL, 0, 0,
-	 ME(alipay.public_key_files) - ME(alipay), CFGF_FILE | CFGF_NONEMPTY,
-	 PROG_INGEST | PROG_RECONCILER, NULL, 0,
-	 0, "Alipay public keys or certificates (PEM or bare base64); several for rotation"},
-	STR("app_private_key_file", "", ME(alipay.app_private_key_file) - ME(alipay), CFGF_FILE,
-	    PROG_RECONCILER,
-	    "the app private key that signs paycb's calls; empty = the reconciler makes no "
-	    "Alipay calls for this merchant"),
-	STR("api_base_url", "https://openapi.alipay.com/gateway.do",
-	    ME(alipay.api_base_url) - ME(alipay), CFGF_NONEMPTY, 0, "Alipay OpenAPI gateway URL"),
-	END};
-static const struct cfg_setting stripe_tab[] = {
-	{"secret_files", CFG_STR_LIST, NULL, 0, 0, ME(stripe.secret_files) - ME(stripe),
-	 CFGF_FILE | CFGF_NONEMPTY, PROG_INGEST, NULL, 0, 0,
-	 "files holding endpoint secrets (whsec_...); several for rotation"},
-	STR("order_metadata_key", "order_id", ME(stripe.order_metadata_key) - ME(stripe),
-	    CFGF_NONEMPTY, 0, "metadata key carrying the merchant's order number"),
-	{"connect_accounts", CFG_STR_LIST, "", 0, 60, ME(stripe.connect_accounts) - ME(stripe),
-	 CFGF_NAME, 0, NULL, 0, 0,
-	 "Stripe Connect accounts (acct_...) whose events are applied; an event carrying "
-	 "another account is unroutable"},
-	BOOL("test_mode", "false", ME(stripe.test_mode) - ME(stripe),
-	     "apply test-mode events (livemode false); when false they are unroutable (an event "
-	     "without livemode counts as live)"),
-	STR("api_key_file", "", ME(stripe.api_key_file) - ME(stripe), CFGF_FILE, PROG_RECONCILER,
-	    "file holding the secret or restricted API key (sk_... or rk_..., read as a secret) "
-	    "that authenticates paycb's calls; empty = the reconciler makes no Stripe calls for "
-	    "this merchant"),
-	STR("api_base_url", "https://api.stripe.com", ME(stripe.api_base_url) - ME(stripe),
-	    CFGF_NONEMPTY, 0, "Stripe API base URL, without a trailing slash"),
-	END};
-static const struct cfg_setting merchant_tab[] = {
+/* The id, then one group per channel conf_channels was given, then END. */
+static struct cfg_setting merchant_tab[CONF_CHANNELS_MAX + 2] = {
 	{"id", CFG_STR, NULL, 0, 64, ME(id), CFGF_NONEMPTY | CFGF_NAME, 0, NULL, 0, 0,
 	 "merchant id in URLs (/pay/callback/{channel}/{id}) and rows: 1 to 64 letters, digits, "
 	 "'.', '_' or '-'; 'default' for the short form"},
-	{"wxpay", CFG_GROUP, NULL, 0, 0, ME(wxpay), 0, 0, wx_tab, 0, ME(has_wxpay),
-	 "WeChat Pay APIv3 (optional)"},
-	{"alipay", CFG_GROUP, NULL, 0, 0, ME(alipay), 0, 0, ali_tab, 0, ME(has_alipay),
-	 "Alipay (optional)"},
-	{"stripe", CFG_GROUP, NULL, 0, 0, ME(stripe), 0, 0, stripe_tab, 0, ME(has_stripe),
-	 "Stripe (optional)"},
 	END};
+static const struct conf_chan_decl *conf_chans[CONF_CHANNELS_MAX];
+static int conf_nchans;
 
 const struct cfg_setting conf_table[] = {
 	STR("log_level", "info", O(log_level), CFGF_NONEMPTY, 0, "debug, info, warn or error"),
@@ -308,6 +224,34 @@ const struct cfg_setting conf_table[] = {
 
 /* clang-format on */
 
+int
+conf_channels(const struct conf_chan_decl *const *decls, int n)
+{
+	if (n < 0 || n > CONF_CHANNELS_MAX)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (decls[i]->size > CONF_CHAN_BYTES)
+			return -1;
+	for (int i = 0; i < n; i++) {
+		conf_chans[i] = decls[i];
+		merchant_tab[1 + i] = (struct cfg_setting){decls[i]->name,
+		                                           CFG_GROUP,
+		                                           NULL,
+		                                           0,
+		                                           0,
+		                                           ME(chan[i].conf),
+		                                           0,
+		                                           0,
+		                                           decls[i]->tab,
+		                                           0,
+		                                           ME(chan[i].has),
+		                                           decls[i]->doc};
+	}
+	merchant_tab[1 + n] = (struct cfg_setting)END;
+	conf_nchans = n;
+	return 0;
+}
+
 static void
 conf_err(struct cfg_errors *errs, const char *file, const char *fmt, const char *a)
 {
@@ -321,6 +265,28 @@ conf_err(struct cfg_errors *errs, const char *file, const char *fmt, const char 
 		used = strlen(errs->text);
 		snprintf(errs->text + used, sizeof(errs->text) - used, "\n");
 	}
+}
+
+/* conf_merchant_check - merchant m, the i-th, against those before it and as a whole, with
+ * each channel's own checks of its settings. */
+static void
+conf_merchant_check(const struct conf_merchant *m, const struct conf_merchant *all, int i,
+                    const char *file, struct cfg_errors *errs)
+{
+	int used = 0;
+	char err[256];
+
+	for (int j = 0; j < i; j++)
+		if (strcmp(m->id, all[j].id) == 0)
+			conf_err(errs, file, "merchant id '%s' appears twice", m->id);
+	for (int c = 0; c < conf_nchans; c++)
+		used |= m->chan[c].has;
+	if (!used)
+		conf_err(errs, file, "merchant '%s' has no channel", m->id);
+	for (int c = 0; c < conf_nchans; c++)
+		if (m->chan[c].has && conf_chans[c]->check &&
+		    conf_chans[c]->check(m->chan[c].conf, m->id, err, sizeof(err)) != 0)
+			conf_err(errs, file, "%s", err);
 }
 
 int
@@ -344,19 +310,8 @@ conf_load(const char *file, unsigned prog, struct conf *out, struct cfg_errors *
 		conf_err(
 		    errs, file, "%s",
 		    "setting 'retry.initial_lease_max_s' is less than 'retry.initial_lease_s'");
-	for (int i = 0; i < out->nmerchants; i++) {
-		for (int j = 0; j < i; j++)
-			if (strcmp(out->merchants[i].id, out->merchants[j].id) == 0)
-				conf_err(errs, file, "merchant id '%s' appears twice",
-				         out->merchants[i].id);
-		if (!out->merchants[i].has_wxpay && !out->merchants[i].has_alipay &&
-		    !out->merchants[i].has_stripe)
-			conf_err(errs, file, "merchant '%s' has no channel", out->merchants[i].id);
-		if (out->merchants[i].has_wxpay && out->merchants[i].wxpay.sub_mchids.n > 0 &&
-		    out->merchants[i].wxpay.sp_mchid[0] == '\0')
-			conf_err(errs, file, "merchant '%s': wxpay.sub_mchids needs wxpay.sp_mchid",
-			         out->merchants[i].id);
-	}
+	for (int i = 0; i < out->nmerchants; i++)
+		conf_merchant_check(&out->merchants[i], out->merchants, i, file, errs);
 	return errs->n;
 }
 
@@ -371,22 +326,12 @@ conf_check_secrets(const struct conf *c, unsigned prog, char *err, size_t errlen
 	if (c->admin_token_file && c->admin_token_file[0] != '\0' &&
 	    cfg_secret_file_ok(c->admin_token_file, err, errlen) != 0)
 		return -1;
-	if ((prog & PROG_INGEST) == 0)
-		return 0;
-	for (int i = 0; i < c->nmerchants; i++) {
-		const struct conf_merchant *m = &c->merchants[i];
-
-		if (m->has_wxpay && m->wxpay.apiv3_key_file &&
-		    cfg_secret_file_ok(m->wxpay.apiv3_key_file, err, errlen) != 0)
-			return -1;
-		if (m->has_wxpay && m->wxpay.apiv3_previous_key_file &&
-		    m->wxpay.apiv3_previous_key_file[0] != '\0' &&
-		    cfg_secret_file_ok(m->wxpay.apiv3_previous_key_file, err, errlen) != 0)
-			return -1;
-		for (int k = 0; m->has_stripe && k < m->stripe.secret_files.n; k++)
-			if (cfg_secret_file_ok(m->stripe.secret_files.v[k], err, errlen) != 0)
+	for (int i = 0; i < c->nmerchants; i++)
+		for (int k = 0; k < conf_nchans; k++)
+			if (c->merchants[i].chan[k].has && conf_chans[k]->check_secrets &&
+			    conf_chans[k]->check_secrets(c->merchants[i].chan[k].conf, prog, err,
+			                                 errlen) != 0)
 				return -1;
-	}
 	return 0;
 }
 

@@ -6,6 +6,8 @@
 #ifndef PAYCB_CONF_H
 #define PAYCB_CONF_H
 
+#include <stddef.h>
+
 #include "cfg.h"
 
 /* Program masks for cfg_load(). */
@@ -93,42 +95,38 @@ struct conf_reconciler {
 	long long rate_per_s;
 };
 
-struct conf_wx_key {
-	char *serial; /* optional for certificates (taken from the cert), required for keys */
-	char *file;
+/*
+ * One channel's merchant settings, as the channel declares them (chan/): the group of that
+ * name in a merchant, its settings table, the size of the struct the table fills, and the
+ * channel's own cross-setting checks. The configuration knows no channel by name; a program
+ * hands it the channels it links (conf_channels) before it loads a file, so every program
+ * validates the whole file.
+ */
+struct conf_chan_decl {
+	const char *name; /* the group in a merchant: "wxpay" */
+	const char *doc;  /* its line in docs/config.md */
+	const struct cfg_setting *tab;
+	size_t size; /* of the struct tab describes; at most CONF_CHAN_BYTES */
+	/* A merchant's settings of this channel taken together: 0, or -1 with err the whole
+	 * message ("merchant 'm1': ..."). NULL = none. */
+	int (*check)(const void *conf, const char *merchant, char *err, size_t errlen);
+	/* Whether the secret files of these settings that program mask prog reads are private
+	 * (cfg_secret_file_ok): 0, or -1 with err naming the file. NULL = none. */
+	int (*check_secrets)(const void *conf, unsigned prog, char *err, size_t errlen);
+};
+
+#define CONF_CHANNELS_MAX 8
+#define CONF_CHAN_BYTES   1024
+
+/* A merchant's settings of one channel, in the slot of its place in conf_channels' list. */
+struct conf_chan {
+	int has; /* the merchant has the channel's group */
+	_Alignas(max_align_t) unsigned char conf[CONF_CHAN_BYTES]; /* the channel's struct */
 };
 
 struct conf_merchant {
 	char *id;
-	int has_wxpay, has_alipay, has_stripe;
-	struct {
-		char *mchid;
-		char *sp_mchid;             /* "" = no partner mode */
-		struct cfg_strs sub_mchids; /* partner mode: sub-merchants besides mchid */
-		struct cfg_strs appids;     /* empty = app ids are not checked */
-		char *apiv3_key_file;
-		char *apiv3_previous_key_file; /* "" = no rotation in progress */
-		struct conf_wx_key *keys;
-		int nkeys;
-		char *merchant_key_file; /* "" = the reconciler makes no WeChat Pay calls */
-		char *merchant_serial;
-		char *api_base_url;
-	} wxpay;
-	struct {
-		char *app_id;
-		char *seller_id; /* "" = not checked */
-		struct cfg_strs public_key_files;
-		char *app_private_key_file; /* "" = the reconciler makes no Alipay calls */
-		char *api_base_url;
-	} alipay;
-	struct {
-		struct cfg_strs secret_files;
-		char *order_metadata_key;
-		struct cfg_strs connect_accounts; /* Connect accounts whose events are applied */
-		int test_mode;                    /* apply livemode:false events */
-		char *api_key_file;               /* "" = the reconciler makes no Stripe calls */
-		char *api_base_url;
-	} stripe;
+	struct conf_chan chan[CONF_CHANNELS_MAX];
 };
 
 struct conf {
@@ -148,6 +146,14 @@ struct conf {
 extern const struct cfg_setting conf_table[];
 
 /*
+ * The channels whose merchant groups the configuration takes, in the order of their slots in
+ * conf_merchant.chan (chan_conf_use in chan/ passes every channel the program links). Called
+ * once, before the first conf_load; 0, or -1 when there are more than CONF_CHANNELS_MAX or a
+ * channel's struct is larger than CONF_CHAN_BYTES.
+ */
+int conf_channels(const struct conf_chan_decl *const *decls, int n);
+
+/*
  * Loads and validates file for program prog, including the cross-setting checks. On error
  * returns the number of errors with the messages in errs.
  */
@@ -162,9 +168,9 @@ int conf_load(const char *file, unsigned prog, struct conf *out, struct cfg_erro
 const char *conf_default_file(void);
 int conf_bootstrap(const char *file, unsigned prog, struct conf *cf, const char *name);
 /*
- * Checks that every secret file the program mask prog reads (database and SASL passwords; for
- * ingest the APIv3 keys and Stripe secrets) is private to this user: 0 or -1 with err naming
- * the file.
+ * Checks that every secret file the program mask prog reads (database and SASL passwords, the
+ * admin token, and each channel's, by its check_secrets: for ingest the APIv3 keys and Stripe
+ * secrets) is private to this user: 0 or -1 with err naming the file.
  */
 int conf_check_secrets(const struct conf *c, unsigned prog, char *err, size_t errlen);
 void conf_free(struct conf *c);

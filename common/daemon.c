@@ -356,6 +356,11 @@ daemon_main(int argc, char **argv, const struct daemon_ops *ops)
 	log_init(ops->name);
 	if ((rc = daemon_args(argc, argv, ops, &file, &check)) != DAEMON_RUN)
 		return rc;
+	if (ops->channels != NULL && ops->channels() != 0) {
+		fprintf(stderr, "%s: the channels' settings do not fit the configuration\n",
+		        ops->name);
+		return EXIT_SOFTWARE;
+	}
 	memset(&cf, 0, sizeof(cf));
 	if ((rc = daemon_conf_read(ops, file, &cf, &lvl, text, sizeof(text))) != 0) {
 		fprintf(stderr, "%s: %s%s", ops->name, rc > 0 ? "configuration errors:\n" : "",

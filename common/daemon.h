@@ -59,6 +59,9 @@ struct daemon_ops {
 	const char *name; /* program name for --help and logs */
 	const char *summary;
 	unsigned prog; /* PROG_* mask for config checks */
+	/* Hands the configuration the channels whose merchant settings it takes (conf_channels;
+	 * chan_conf_use for every program that links chan/), before the file is read: 0 or -1. */
+	int (*channels)(void);
 	/* Builds the program's state; returns 0 or an exit code. */
 	int (*init)(const struct conf *cf, void **state);
 	/* Does one bounded piece of work without waiting; returns 0 to go on, with *wait_ms
@@ -80,14 +83,15 @@ struct daemon_ops {
 
 /*
  * DAEMON_MAIN - a daemon's whole main(): the skeleton with the ops <prefix>_daemon_init,
- * _loop and _drain, and reload (NULL when the program has none). The pasted names hold every
- * daemon to the one naming pattern.
+ * _loop and _drain, reload (NULL when the program has none) and channels_fn (chan_conf_use).
+ * The pasted names hold every daemon to the one naming pattern.
  */
-#define DAEMON_MAIN(prefix, prog_name, text, prog_mask, reload_fn)                                 \
+#define DAEMON_MAIN(prefix, prog_name, text, prog_mask, reload_fn, channels_fn)                    \
 	static const struct daemon_ops prefix##_daemon_ops = {                                     \
 	    .name = (prog_name),                                                                   \
 	    .summary = (text),                                                                     \
 	    .prog = (prog_mask),                                                                   \
+	    .channels = (channels_fn),                                                             \
 	    .init = prefix##_daemon_init,                                                          \
 	    .loop = prefix##_daemon_loop,                                                          \
 	    .drain = prefix##_daemon_drain,                                                        \

@@ -23,7 +23,7 @@
  */
 struct ingest_merchant {
 	const struct conf_merchant *cm;
-	void *keys[CHAN_NOTIFY_COUNT];
+	void *keys[CHAN_NOTIFY_MAX];
 };
 
 /*
@@ -95,8 +95,8 @@ enum outcome {
 };
 
 struct ingest_metrics {
-	struct metric *requests[CHAN_NOTIFY_COUNT][OUT_COUNT];
-	struct metric *verify_fail[CHAN_NOTIFY_COUNT][VERR_COUNT];
+	struct metric *requests[CHAN_NOTIFY_MAX][OUT_COUNT];
+	struct metric *verify_fail[CHAN_NOTIFY_MAX][VERR_COUNT];
 	struct metric *reserve_lat, *publish_lat, *request_lat;
 	struct metric *publish_failures, *inflight, *unverified, *queued, *reading, *http_errors[5];
 	struct metric *coalesced, *coalescing;

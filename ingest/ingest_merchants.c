@@ -24,7 +24,7 @@ ingest_merchant_load(const struct conf *cf, struct ingest_merchant *im, char *er
 {
 	char e[512];
 
-	for (int c = 0; c < CHAN_NOTIFY_COUNT; c++)
+	for (int c = 0; c < chan_notify_count; c++)
 		if (chan_notify_table[c]->keys_load(cf, im->cm, &im->keys[c], e, sizeof(e)) != 0) {
 			snprintf(err, errlen, "merchant '%s': %s", im->cm->id, e);
 			return -1;
@@ -42,7 +42,7 @@ ingest_keyset_log(const struct ingest_keyset *ks)
 
 		/* Each channel says what it holds: "wxpay_keys=1 apiv3_keys=1 alipay_keys=0 ...".
 		 */
-		for (int c = 0; c < CHAN_NOTIFY_COUNT; c++) {
+		for (int c = 0; c < chan_notify_count; c++) {
 			size_t at = strlen(keys);
 
 			chan_notify_table[c]->keys_describe(im->keys[c], part, sizeof(part));
@@ -56,7 +56,7 @@ static void
 ingest_keyset_free(struct ingest_keyset *ks)
 {
 	for (int i = 0; i < ks->nmerchants && ks->merchants; i++)
-		for (int c = 0; c < CHAN_NOTIFY_COUNT; c++)
+		for (int c = 0; c < chan_notify_count; c++)
 			chan_notify_table[c]->keys_free(ks->merchants[i].keys[c]);
 	free(ks->merchants);
 	if (ks->owned != NULL) {
@@ -128,7 +128,7 @@ ingest_merchant_find(const struct ingest_keyset *ks, const char *id, int ch)
 		const struct conf_merchant *cm = ks->merchants[i].cm;
 		if (strcmp(cm->id, id) != 0)
 			continue;
-		return ch >= 0 && ch < CHAN_NOTIFY_COUNT && ks->merchants[i].keys[ch] != NULL
+		return ch >= 0 && ch < chan_notify_count && ks->merchants[i].keys[ch] != NULL
 		           ? &ks->merchants[i]
 		           : NULL;
 	}

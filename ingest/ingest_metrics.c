@@ -12,7 +12,7 @@ ingest_metrics_init(struct ingest_metrics *m)
 	static const char *const http[] = {"not_found", "method", "too_large", "other", "deadline"};
 	char l[160];
 
-	for (int c = 0; c < CHAN_NOTIFY_COUNT; c++) {
+	for (int c = 0; c < chan_notify_count; c++) {
 		for (int o = 0; o < OUT_COUNT; o++) {
 			snprintf(l, sizeof(l), "channel=\"%s\",outcome=\"%s\"", chan_notify_name(c),
 			         outcome_name((enum outcome)o));
@@ -23,7 +23,7 @@ ingest_metrics_init(struct ingest_metrics *m)
 			    l);
 		}
 	}
-	for (int c = 0; c < CHAN_NOTIFY_COUNT; c++)
+	for (int c = 0; c < chan_notify_count; c++)
 		for (int r = 0; r < VERR_COUNT; r++) {
 			snprintf(l, sizeof(l), "channel=\"%s\",reason=\"%s\"", chan_notify_name(c),
 			         notify_verr_name((enum verr)r));

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "chan_conf.h"
 #include "daemon.h"
 #include "ingest.h"
 #include "log.h"
@@ -166,4 +167,4 @@ ingest_daemon_reload(void *state, struct conf *nc, char *err, size_t errlen)
 
 DAEMON_MAIN(ingest, "paycb-ingest",
             "Receives payment notifications, verifies, stores and publishes them.", PROG_INGEST,
-            ingest_daemon_reload)
+            ingest_daemon_reload, chan_conf_use)

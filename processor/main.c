@@ -8,8 +8,10 @@
  * See docs/processor.md. Exit codes: 0 after a drain, 69 the database stayed unreachable
  * longer than processor.db_outage_max_s, 78 configuration error.
  */
+#include "chan_conf.h"
 #include "daemon.h"
 #include "processor.h"
 
 DAEMON_MAIN(proc, "paycb-processor",
-            "Applies payment and refund callbacks to orders, exactly once.", PROG_PROCESSOR, NULL)
+            "Applies payment and refund callbacks to orders, exactly once.", PROG_PROCESSOR, NULL,
+            chan_conf_use)

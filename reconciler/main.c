@@ -4,9 +4,10 @@
  * the channels (docs/reconciler.md). Configuration: the reconciler section and the
  * merchants' API keys in paycb.conf. Any number of instances may run.
  */
+#include "chan_conf.h"
 #include "daemon.h"
 #include "reconciler.h"
 
 DAEMON_MAIN(recon, "paycb-reconciler",
             "the outbound side: refunds, payment queries, closes at the channels", PROG_RECONCILER,
-            recon_daemon_reload)
+            recon_daemon_reload, chan_conf_use)

@@ -12,6 +12,7 @@
 
 #include <openssl/crypto.h>
 
+#include "chan_conf.h"
 #include "crypto.h"
 #include "log.h"
 #include "reconciler.h"
@@ -19,19 +20,19 @@
 static int
 load_wx(struct recon_merchant *m, char *err, size_t errlen)
 {
-	const struct conf_merchant *cm = m->cm;
+	const struct conf_wxpay *w = chan_conf_wx(m->cm);
 
-	if (crypto_load_privkey_file(cm->wxpay.merchant_key_file, &m->wx_key, err, errlen) != 0)
+	if (crypto_load_privkey_file(w->merchant_key_file, &m->wx_key, err, errlen) != 0)
 		return -1;
-	for (int i = 0; i < cm->wxpay.nkeys && m->nwx_platform < 8; i++) {
+	for (int i = 0; i < w->nkeys && m->nwx_platform < 8; i++) {
 		char serial[80] = "";
 		EVP_PKEY *k = NULL;
 
-		if (crypto_load_pubkey_file_serial(cm->wxpay.keys[i].file, &k, serial,
-		                                   sizeof(serial), err, errlen) != 0)
+		if (crypto_load_pubkey_file_serial(w->keys[i].file, &k, serial, sizeof(serial), err,
+		                                   errlen) != 0)
 			return -1;
 		snprintf(m->wx_serials[m->nwx_platform], sizeof(m->wx_serials[0]), "%s",
-		         cm->wxpay.keys[i].serial[0] != '\0' ? cm->wxpay.keys[i].serial : serial);
+		         w->keys[i].serial[0] != '\0' ? w->keys[i].serial : serial);
 		m->wx_platform[m->nwx_platform].id = m->wx_serials[m->nwx_platform];
 		m->wx_platform[m->nwx_platform++].pkey = k;
 	}
@@ -41,14 +42,13 @@ load_wx(struct recon_merchant *m, char *err, size_t errlen)
 static int
 load_ali(struct recon_merchant *m, char *err, size_t errlen)
 {
-	const struct conf_merchant *cm = m->cm;
+	const struct conf_alipay *a = chan_conf_ali(m->cm);
 
-	if (crypto_load_privkey_file(cm->alipay.app_private_key_file, &m->ali_key, err, errlen) !=
-	    0)
+	if (crypto_load_privkey_file(a->app_private_key_file, &m->ali_key, err, errlen) != 0)
 		return -1;
-	for (int i = 0; i < cm->alipay.public_key_files.n && m->nali_pub < 8; i++)
-		if (crypto_load_pubkey_file(cm->alipay.public_key_files.v[i],
-		                            &m->ali_pub[m->nali_pub++], err, errlen) != 0)
+	for (int i = 0; i < a->public_key_files.n && m->nali_pub < 8; i++)
+		if (crypto_load_pubkey_file(a->public_key_files.v[i], &m->ali_pub[m->nali_pub++],
+		                            err, errlen) != 0)
 			return -1;
 	return 0;
 }
@@ -59,7 +59,8 @@ load_stripe(struct recon_merchant *m, char *err, size_t errlen)
 	uint8_t *buf = NULL;
 	size_t len = 0;
 
-	if (crypto_read_secret_file(m->cm->stripe.api_key_file, 4096, &buf, &len, err, errlen) != 0)
+	if (crypto_read_secret_file(chan_conf_stripe(m->cm)->api_key_file, 4096, &buf, &len, err,
+	                            errlen) != 0)
 		return -1;
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
 		buf[--len] = '\0';
@@ -80,6 +81,9 @@ client_for(const struct conf *cf, struct recon_merchant *m, enum chan_id ch, cha
            size_t errlen)
 {
 	const struct conf_merchant *cm = m->cm;
+	const struct conf_wxpay *w = chan_conf_wx(cm);
+	const struct conf_alipay *a = chan_conf_ali(cm);
+	const struct conf_stripe *st = chan_conf_stripe(cm);
 	struct chan_client_conf cc = {
 	    .channel = ch,
 	    .merchant_id = cm->id,
@@ -96,24 +100,21 @@ client_for(const struct conf *cf, struct recon_merchant *m, enum chan_id ch, cha
 	case CHAN_WXPAY:
 		if (load_wx(m, err, errlen) != 0)
 			return -1;
-		cc.base_url = cm->wxpay.api_base_url;
-		cc.wx = (struct chan_wx_cred){cm->wxpay.mchid,           m->wx_key,
-		                              cm->wxpay.merchant_serial, m->wx_platform,
-		                              m->nwx_platform,           0};
+		cc.base_url = w->api_base_url;
+		cc.wx = (struct chan_wx_cred){w->mchid,       m->wx_key,       w->merchant_serial,
+		                              m->wx_platform, m->nwx_platform, 0};
 		break;
 	case CHAN_ALIPAY:
 		if (load_ali(m, err, errlen) != 0)
 			return -1;
-		cc.base_url = cm->alipay.api_base_url;
-		cc.ali =
-		    (struct chan_ali_cred){cm->alipay.app_id, m->ali_key, m->ali_pub, m->nali_pub};
+		cc.base_url = a->api_base_url;
+		cc.ali = (struct chan_ali_cred){a->app_id, m->ali_key, m->ali_pub, m->nali_pub};
 		break;
 	case CHAN_STRIPE:
 		if (load_stripe(m, err, errlen) != 0)
 			return -1;
-		cc.base_url = cm->stripe.api_base_url;
-		cc.stripe =
-		    (struct chan_stripe_cred){m->stripe_key, NULL, cm->stripe.order_metadata_key};
+		cc.base_url = st->api_base_url;
+		cc.stripe = (struct chan_stripe_cred){m->stripe_key, NULL, st->order_metadata_key};
 		break;
 	}
 	if (chan_client_new(&cc, &m->cl[ch - 1], e2, sizeof(e2)) != 0) {
@@ -138,13 +139,13 @@ recon_clients_open(struct reconciler *r, char *err, size_t errlen)
 		struct recon_merchant *m = &r->m[i];
 
 		m->cm = cm;
-		if (cm->has_wxpay && set(cm->wxpay.merchant_key_file) &&
+		if (chan_conf_wx(cm) != NULL && set(chan_conf_wx(cm)->merchant_key_file) &&
 		    client_for(cf, m, CHAN_WXPAY, err, errlen) != 0)
 			return -1;
-		if (cm->has_alipay && set(cm->alipay.app_private_key_file) &&
+		if (chan_conf_ali(cm) != NULL && set(chan_conf_ali(cm)->app_private_key_file) &&
 		    client_for(cf, m, CHAN_ALIPAY, err, errlen) != 0)
 			return -1;
-		if (cm->has_stripe && set(cm->stripe.api_key_file) &&
+		if (chan_conf_stripe(cm) != NULL && set(chan_conf_stripe(cm)->api_key_file) &&
 		    client_for(cf, m, CHAN_STRIPE, err, errlen) != 0)
 			return -1;
 		log_info(NULL, "event=merchant_clients merchant=%s wxpay=%d alipay=%d stripe=%d",

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "chan_conf.h"
 #include "conf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
@@ -18,8 +19,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	struct conf cf;
 	FILE *fp;
 
-	if (path[0] == '\0')
+	if (path[0] == '\0') {
+		if (chan_conf_use() != 0)
+			abort();
 		snprintf(path, sizeof(path), "/tmp/paycb-fuzz-config-%ld.conf", (long)getpid());
+	}
 	if ((fp = fopen(path, "wb")) == NULL)
 		return 0;
 	fwrite(data, 1, len, fp);

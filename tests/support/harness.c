@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chan_conf.h"
 #include "migrate.h"
 #include "sim_conf_tree.h"
 
@@ -48,6 +49,10 @@ harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int pa
 	struct cfg_errors errs;
 	char buf[128], err[1024];
 
+	if (chan_conf_use() != 0) {
+		printf("# harness: the channels' settings do not fit the configuration\n");
+		return -1;
+	}
 	if (conf_load(file, PROG_TOOL, cf, &errs) != 0) {
 		printf("# harness: %s", errs.text);
 		return -1;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chan_conf.h"
 #include "conf.h"
 
 static char dir[] = "/tmp/paycb-cfg-XXXXXX";
@@ -34,6 +35,7 @@ load(const char *text, struct cfg_errors *errs, struct conf *cf)
 {
 	char buf[4096];
 
+	assert_int_equal(chan_conf_use(), 0);
 	snprintf(buf, sizeof(buf), text, secret, secret, secret, secret, secret, secret);
 	write_file(path, buf);
 	return conf_load(path, PROG_INGEST, cf, errs);
@@ -58,9 +60,9 @@ complete_file_is_accepted_with_defaults(void **state)
 	assert_int_equal(cf.retry.ladder_s.v[0], 10);
 	assert_int_equal(cf.retry.ladder_s.v[7], 7200);
 	assert_int_equal(cf.nmerchants, 1);
-	assert_true(cf.merchants[0].has_stripe);
-	assert_false(cf.merchants[0].has_wxpay);
-	assert_string_equal(cf.merchants[0].stripe.order_metadata_key, "order_id");
+	assert_non_null(chan_conf_stripe(&cf.merchants[0]));
+	assert_null(chan_conf_wx(&cf.merchants[0]));
+	assert_string_equal(chan_conf_stripe(&cf.merchants[0])->order_metadata_key, "order_id");
 	conf_free(&cf);
 }
 
@@ -240,14 +242,15 @@ wxpay_mchid_is_required_and_binding_settings_load(void **state)
 	                 " connect_accounts = [ \"acct_1\" ]; }; } );\n",
 	         &errs, &cf),
 	    0);
-	assert_string_equal(cf.merchants[0].wxpay.sp_mchid, "1230000109");
-	assert_int_equal(cf.merchants[0].wxpay.sub_mchids.n, 2);
-	assert_string_equal(cf.merchants[0].wxpay.appids.v[0], "wx1");
-	assert_string_equal(cf.merchants[0].alipay.seller_id, "2088000000000001");
-	assert_true(cf.merchants[0].stripe.test_mode);
-	assert_string_equal(cf.merchants[0].stripe.connect_accounts.v[0], "acct_1");
-	assert_string_equal(cf.merchants[0].stripe.api_base_url, "https://api.stripe.com");
-	assert_string_equal(cf.merchants[0].stripe.api_key_file, "");
+	assert_string_equal(chan_conf_wx(&cf.merchants[0])->sp_mchid, "1230000109");
+	assert_int_equal(chan_conf_wx(&cf.merchants[0])->sub_mchids.n, 2);
+	assert_string_equal(chan_conf_wx(&cf.merchants[0])->appids.v[0], "wx1");
+	assert_string_equal(chan_conf_ali(&cf.merchants[0])->seller_id, "2088000000000001");
+	assert_true(chan_conf_stripe(&cf.merchants[0])->test_mode);
+	assert_string_equal(chan_conf_stripe(&cf.merchants[0])->connect_accounts.v[0], "acct_1");
+	assert_string_equal(chan_conf_stripe(&cf.merchants[0])->api_base_url,
+	                    "https://api.stripe.com");
+	assert_string_equal(chan_conf_stripe(&cf.merchants[0])->api_key_file, "");
 	conf_free(&cf);
 	/* The reconciler's Stripe key and base URL (the simulator stands in for the API). */
 	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
@@ -255,16 +258,16 @@ wxpay_mchid_is_required_and_binding_settings_load(void **state)
 	                              " api_base_url = \"http://127.0.0.1:9\"; }; } );\n",
 	                      &errs, &cf),
 	                 0);
-	assert_string_equal(cf.merchants[0].stripe.api_key_file, secret);
-	assert_string_equal(cf.merchants[0].stripe.api_base_url, "http://127.0.0.1:9");
+	assert_string_equal(chan_conf_stripe(&cf.merchants[0])->api_key_file, secret);
+	assert_string_equal(chan_conf_stripe(&cf.merchants[0])->api_base_url, "http://127.0.0.1:9");
 	conf_free(&cf);
 	/* Defaults: no partner mode, no lists, live mode only. */
 	assert_int_equal(load(GOOD_DB "merchants = ( { id = \"a\"; stripe = { secret_files = "
 	                              "[ \"%s\" ]; }; } );\n",
 	                      &errs, &cf),
 	                 0);
-	assert_false(cf.merchants[0].stripe.test_mode);
-	assert_int_equal(cf.merchants[0].stripe.connect_accounts.n, 0);
+	assert_false(chan_conf_stripe(&cf.merchants[0])->test_mode);
+	assert_int_equal(chan_conf_stripe(&cf.merchants[0])->connect_accounts.n, 0);
 	conf_free(&cf);
 	/* Sub-merchants without a service provider, and a list entry that is not an id. */
 	assert_int_equal(

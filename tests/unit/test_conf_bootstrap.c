@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chan_conf.h"
 #include "conf.h"
 
 static char dir[] = "/tmp/paycb-boot-XXXXXX";
@@ -28,6 +29,7 @@ boot(const char *text, char *errtext, size_t len)
 	int saved, fd, rc;
 	ssize_t n;
 
+	assert_int_equal(chan_conf_use(), 0);
 	unlink(path);
 	if (text) {
 		assert_non_null(fp = fopen(path, "w"));

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chan_conf.h"
 #include "chan_notify.h"
 #include "conf.h"
 #include "testkeys.h"
@@ -39,6 +40,7 @@ load(struct conf *cf, const char *text, unsigned prog)
 	struct cfg_errors errs;
 	char buf[2048];
 
+	assert_int_equal(chan_conf_use(), 0);
 	snprintf(buf, sizeof(buf), text, secret, secret, secret2);
 	write_file(cpath, buf);
 	assert_int_equal(conf_load(cpath, prog, cf, &errs), 0);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "chan_conf.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -39,6 +40,9 @@ main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	log_init("paycb-bench");
+	/* Every tool reads the whole file, the channels' merchant settings too. */
+	if (chan_conf_use() != 0)
+		return EXIT_SOFTWARE;
 	/* Line by line, so the figures interleave with bench.sh's own output. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {

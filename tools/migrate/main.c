@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chan_conf.h"
 #include "daemon.h"
 #include "log.h"
 #include "migrate.h"
@@ -46,6 +47,9 @@ main(int argc, char **argv)
 	char err[1024];
 
 	log_init("paycb-migrate");
+	/* Every tool reads the whole file, the channels' merchant settings too. */
+	if (chan_conf_use() != 0)
+		return EXIT_SOFTWARE;
 	while ((c = getopt_long(argc, argv, "c:s:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c':

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chan_conf.h"
 #include "daemon.h"
 #include "log.h"
 #include "paycbctl.h"
@@ -129,6 +130,9 @@ main(int argc, char **argv)
 	int rc;
 
 	log_init("paycbctl");
+	/* Every tool reads the whole file, the channels' merchant settings too. */
+	if (chan_conf_use() != 0)
+		return EXIT_SOFTWARE;
 	/* Library warnings still reach stderr; routine info lines would clutter the output. */
 	log_set_level(LOG_LVL_WARN);
 	if ((rc = options(argc, argv, &file, &actor)) >= 0)

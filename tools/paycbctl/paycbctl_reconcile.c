@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chan_conf.h"
 #include "clock.h"
 #include "paycbctl.h"
 
@@ -268,8 +269,9 @@ ctl_cmd_reconcile(struct ctl *c, int argc, char **argv)
 		ctl_error(c, "reconcile: no merchant '%.64s' in the configuration", r.merchant);
 		return CTL_FAILED;
 	}
-	if (!set(m->wxpay.merchant_key_file) && !set(m->alipay.app_private_key_file) &&
-	    !set(m->stripe.api_key_file))
+	if (!(chan_conf_wx(m) && set(chan_conf_wx(m)->merchant_key_file)) &&
+	    !(chan_conf_ali(m) && set(chan_conf_ali(m)->app_private_key_file)) &&
+	    !(chan_conf_stripe(m) && set(chan_conf_stripe(m)->api_key_file)))
 		ctl_error(c,
 		          "reconcile: warning: merchant %s has no channel API credentials here; "
 		          "the reconciler can only find nothing",

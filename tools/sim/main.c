@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chan_conf.h"
 #include "daemon.h"
 #include "log.h"
 #include "sim.h"
@@ -305,6 +306,9 @@ main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 
 	log_init("paycb-sim");
+	/* Every tool reads the whole file, the channels' merchant settings too. */
+	if (chan_conf_use() != 0)
+		return EXIT_SOFTWARE;
 	/* Line by line, so the report interleaves with the progress lines on stderr. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {

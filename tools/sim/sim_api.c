@@ -38,6 +38,7 @@
 #include <openssl/evp.h>
 
 #include "cfg.h"
+#include "chan_conf.h"
 #include "daemon.h"
 #include "crypto.h"
 #include "sim.h"
@@ -179,19 +180,20 @@ static int
 load_merchant_keys(int i, char *err, size_t errlen)
 {
 	const struct conf_merchant *cm = conf_merchant(&sim_api.cf, sim_api.m[i].id);
+	const struct conf_wxpay *w = chan_conf_wx(cm);
+	const struct conf_alipay *a = chan_conf_ali(cm);
+	const struct conf_stripe *st = chan_conf_stripe(cm);
 	size_t len = 0;
 
-	if (cm->has_wxpay && set(cm->wxpay.merchant_key_file) &&
-	    crypto_load_privkey_file(cm->wxpay.merchant_key_file, &sim_api.api_key[i], err,
-	                             errlen) != 0)
+	if (w && set(w->merchant_key_file) &&
+	    crypto_load_privkey_file(w->merchant_key_file, &sim_api.api_key[i], err, errlen) != 0)
 		return -1;
-	if (cm->has_alipay && set(cm->alipay.app_private_key_file) &&
-	    crypto_load_privkey_file(cm->alipay.app_private_key_file, &sim_api.ali_app[i], err,
-	                             errlen) != 0)
-		return -1;
-	if (cm->has_stripe && set(cm->stripe.api_key_file) &&
-	    cfg_read_secret(cm->stripe.api_key_file, &sim_api.stripe_key[i], &len, err, errlen) !=
+	if (a && set(a->app_private_key_file) &&
+	    crypto_load_privkey_file(a->app_private_key_file, &sim_api.ali_app[i], err, errlen) !=
 	        0)
+		return -1;
+	if (st && set(st->api_key_file) &&
+	    cfg_read_secret(st->api_key_file, &sim_api.stripe_key[i], &len, err, errlen) != 0)
 		return -1;
 	return 0;
 }

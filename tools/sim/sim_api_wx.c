@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "chan_conf.h"
 #include "chan_sign.h"
 #include "sim_api.h"
 
@@ -225,10 +226,11 @@ wx_authentic(struct MHD_Connection *c, const char *method, const struct api_req 
 	const struct conf_merchant *cm =
 	    mi >= 0 ? conf_merchant(&sim_api.cf, sim_api.m[mi].id) : NULL;
 
-	if (cm != NULL &&
-	    chan_wx_verify_request(sim_api.api_key[mi], cm->wxpay.mchid, cm->wxpay.merchant_serial,
-	                           auth, method, r->uri, (const uint8_t *)r->body, r->len,
-	                           time(NULL), 0) == CHAN_VR_OK)
+	const struct conf_wxpay *w = cm != NULL ? chan_conf_wx(cm) : NULL;
+
+	if (w != NULL && chan_wx_verify_request(sim_api.api_key[mi], w->mchid, w->merchant_serial,
+	                                        auth, method, r->uri, (const uint8_t *)r->body,
+	                                        r->len, time(NULL), 0) == CHAN_VR_OK)
 		return mi;
 	pthread_mutex_lock(&sim_api.mu);
 	sim_api.bad_sig++;

@@ -20,6 +20,7 @@
 #include <openssl/crypto.h>
 
 #include "cfg.h"
+#include "chan_conf.h"
 #include "sim.h"
 #include "sim_conf_tree.h"
 
@@ -188,9 +189,10 @@ sim_conf_write(const char *base, const char *out, const struct sim_mfiles *m, in
 			goto done;
 	if (sim_conf_save(&c, out, err, errlen) != 0)
 		goto done;
-	/* Checked as every program reads it, key files included. */
-	if (conf_load(out, PROG_INGEST | PROG_PROCESSOR | PROG_RETRIER | PROG_SIM, &check, &errs) !=
-	    0) {
+	/* Checked as every program reads it, key files and channels included. */
+	if (chan_conf_use() != 0 ||
+	    conf_load(out, PROG_INGEST | PROG_PROCESSOR | PROG_RETRIER | PROG_SIM, &check, &errs) !=
+	        0) {
 		snprintf(err, errlen, "the written configuration %s does not validate:\n%s", out,
 		         errs.text);
 		goto done;
@@ -235,21 +237,21 @@ static int
 load_wx(const struct conf_merchant *cm, const char *dir, struct sim_merchant *m, char *err,
         size_t errlen)
 {
+	const struct conf_wxpay *w = chan_conf_wx(cm);
 	char *secret = NULL;
 	size_t len = 0;
 	int rc = -1;
 
-	snprintf(m->mchid, sizeof(m->mchid), "%s", cm->wxpay.mchid ? cm->wxpay.mchid : "");
-	if (cfg_read_secret(cm->wxpay.apiv3_key_file, &secret, &len, err, errlen) != 0)
+	snprintf(m->mchid, sizeof(m->mchid), "%s", w->mchid ? w->mchid : "");
+	if (cfg_read_secret(w->apiv3_key_file, &secret, &len, err, errlen) != 0)
 		goto done;
 	if (len != 32) {
-		snprintf(err, errlen, "%s: the APIv3 key is not 32 bytes",
-		         cm->wxpay.apiv3_key_file);
+		snprintf(err, errlen, "%s: the APIv3 key is not 32 bytes", w->apiv3_key_file);
 		goto done;
 	}
 	memcpy(m->apiv3, secret, 32);
-	for (int i = 0; i < cm->wxpay.nkeys; i++) {
-		const struct conf_wx_key *k = &cm->wxpay.keys[i];
+	for (int i = 0; i < w->nkeys; i++) {
+		const struct conf_wx_key *k = &w->keys[i];
 		int pubkey = k->serial != NULL && strncmp(k->serial, "PUB_KEY_ID_", 11) == 0;
 		EVP_PKEY **slot = pubkey ? &m->wx_pub_key : &m->wx_cert_key;
 		char serial[CRYPTO_SERIAL_MAX + 1];
@@ -294,22 +296,25 @@ static int
 load_merchant(const struct conf_merchant *cm, const char *dir, struct sim_merchant *m, char *err,
               size_t errlen)
 {
+	const struct conf_alipay *a = chan_conf_ali(cm);
+	const struct conf_stripe *st = chan_conf_stripe(cm);
+
 	m->id = cm->id;
 	snprintf(m->order_key, sizeof(m->order_key), "%s",
-	         cm->stripe.order_metadata_key ? cm->stripe.order_metadata_key : "order_id");
-	if (cm->has_wxpay) {
+	         st && st->order_metadata_key ? st->order_metadata_key : "order_id");
+	if (chan_conf_wx(cm) != NULL) {
 		if (load_wx(cm, dir, m, err, errlen) != 0)
 			return -1;
 		m->has[SIM_WX] = 1;
 	}
-	if (cm->has_alipay) {
+	if (a != NULL) {
 		int match = 0;
 
-		snprintf(m->app_id, sizeof(m->app_id), "%s", cm->alipay.app_id);
+		snprintf(m->app_id, sizeof(m->app_id), "%s", a->app_id);
 		if (load_priv(dir, cm->id, SIM_ALI_KEY, &m->ali_key, err, errlen) != 0)
 			return -1;
-		for (int i = 0; i < cm->alipay.public_key_files.n; i++)
-			match |= same_key(m->ali_key, cm->alipay.public_key_files.v[i]);
+		for (int i = 0; i < a->public_key_files.n; i++)
+			match |= same_key(m->ali_key, a->public_key_files.v[i]);
 		if (!match) {
 			snprintf(err, errlen,
 			         "merchant %s: the simulator's Alipay key matches none "
@@ -319,16 +324,15 @@ load_merchant(const struct conf_merchant *cm, const char *dir, struct sim_mercha
 		}
 		m->has[SIM_ALI] = 1;
 	}
-	if (cm->has_stripe) {
+	if (st != NULL) {
 		/* The last two secrets: the newest signs, the one before it joins during a roll. */
-		int n = cm->stripe.secret_files.n, first = n > 2 ? n - 2 : 0;
+		int n = st->secret_files.n, first = n > 2 ? n - 2 : 0;
 
 		for (int i = first; i < n; i++) {
 			char *s = NULL;
 			size_t len = 0;
 
-			if (cfg_read_secret(cm->stripe.secret_files.v[i], &s, &len, err, errlen) !=
-			    0)
+			if (cfg_read_secret(st->secret_files.v[i], &s, &len, err, errlen) != 0)
 				return -1;
 			m->stripe[m->nstripe] = (uint8_t *)s;
 			m->stripe_len[m->nstripe++] = len;

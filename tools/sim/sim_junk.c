@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chan_conf.h"
 #include "clock.h"
 #include "daemon.h"
 #include "sim.h"
@@ -142,14 +143,16 @@ static int
 junk_shaped_init(struct junk_run *j, const struct conf *cf)
 {
 	const struct conf_merchant *m = conf_merchant(cf, "default");
+	const struct conf_wxpay *w = m ? chan_conf_wx(m) : NULL;
+	const struct conf_alipay *a = m ? chan_conf_ali(m) : NULL;
 	char sign[400];
 	size_t len;
 
-	if (m == NULL || !m->has_wxpay || !m->has_alipay)
+	if (w == NULL || a == NULL)
 		return -1;
-	for (int i = 0; i < m->wxpay.nkeys; i++)
-		if (m->wxpay.keys[i].serial != NULL && m->wxpay.keys[i].serial[0] != '\0')
-			snprintf(j->wx_serial, sizeof(j->wx_serial), "%s", m->wxpay.keys[i].serial);
+	for (int i = 0; i < w->nkeys; i++)
+		if (w->keys[i].serial != NULL && w->keys[i].serial[0] != '\0')
+			snprintf(j->wx_serial, sizeof(j->wx_serial), "%s", w->keys[i].serial);
 	if (j->wx_serial[0] == '\0')
 		return -1;
 	junk_b64(sign, sizeof(sign), 256);
@@ -158,7 +161,7 @@ junk_shaped_init(struct junk_run *j, const struct conf *cf)
 	                     "app_id=%s&notify_type=trade_status_sync&notify_id=junk&charset=utf-8"
 	                     "&version=1.0&trade_status=TRADE_SUCCESS&total_amount=1.00"
 	                     "&out_trade_no=junk&trade_no=junk&sign_type=RSA2&sign=%s",
-	                     m->alipay.app_id, sign);
+	                     a->app_id, sign);
 	for (int i = 0; i < 19 && len + 40 < sizeof(j->ali_shaped); i++)
 		len += (size_t)snprintf(j->ali_shaped + len, sizeof(j->ali_shaped) - len,
 		                        "&extra_%02d=%d", i, i);
