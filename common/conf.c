@@ -16,10 +16,11 @@
 /* clang-format off */
 #define O(f)       offsetof(struct conf, f)
 #define NOFLAG     ((size_t)-1)
-#define INT(n, d, lo, hi, f, doc) {n, CFG_INT, d, lo, hi, f, 0, 0, NULL, 0, 0, doc}
-#define STR(n, d, f, fl, pr, doc) {n, CFG_STR, d, 0, 0, f, fl, pr, NULL, 0, 0, doc}
-#define BOOL(n, d, f, doc)        {n, CFG_BOOL, d, 0, 0, f, 0, 0, NULL, 0, 0, doc}
-#define END                       {NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, NULL}
+/* Short names for cfg.h's entry macros, so each setting fits its line. */
+#define INT  CFG_SET_INT
+#define STR  CFG_SET_STR
+#define BOOL CFG_SET_BOOL
+#define END  CFG_SET_END
 
 #define DB(f) offsetof(struct conf_db, f)
 static const struct cfg_setting db_tab[] = {
