@@ -16,6 +16,9 @@
 #include <unistd.h>
 
 #include "migrate.h"
+
+/* Every test database's name starts with this; the teardown drops no other. */
+#define HARNESS_DB_PREFIX "paycb_test_"
 #include "sim_conf_tree.h"
 
 void
@@ -50,9 +53,12 @@ harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int pa
 
 	if (conf_load(file, PROG_TOOL, cf, &errs) != 0) {
 		printf("# harness: %s", errs.text);
+		/* Nothing of a configuration that failed is kept: the group teardown that runs
+		 * after a failed setup then finds no names and drops nothing. */
+		conf_free(cf);
 		return -1;
 	}
-	snprintf(buf, sizeof(buf), "paycb_test_%s_%ld", tag, (long)getpid());
+	snprintf(buf, sizeof(buf), HARNESS_DB_PREFIX "%s_%ld", tag, (long)getpid());
 	harness_set(&cf->db.name, buf);
 	snprintf(buf, sizeof(buf), "t%ld_%s", (long)getpid(), tag);
 	harness_set(&cf->kafka.topic_prefix, buf);
@@ -75,6 +81,15 @@ harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int pa
 	return 0;
 }
 
+/* Whether cf carries the database and topic names harness_setup gives a test. */
+static int
+harness_named(const struct conf *cf)
+{
+	return cf->db.name != NULL &&
+	       strncmp(cf->db.name, HARNESS_DB_PREFIX, strlen(HARNESS_DB_PREFIX)) == 0 &&
+	       cf->kafka.topic_prefix != NULL && cf->kafka.topic_prefix[0] != '\0';
+}
+
 void
 harness_teardown(struct conf *cf)
 {
@@ -82,7 +97,9 @@ harness_teardown(struct conf *cf)
 	char sql[256];
 	struct db db;
 
-	if (getenv("PAYCB_KEEP_TEST_DB") == NULL) {
+	/* Only what harness_setup named is dropped. A setup that failed early leaves no names
+	 * (or, had it kept them, the configured ones, which belong to no test). */
+	if (getenv("PAYCB_KEEP_TEST_DB") == NULL && harness_named(cf)) {
 		/* Best effort: a broker already stopped by the test keeps them. */
 		topics_drop_prefix(&cf->kafka, 5000);
 		c.name = "";

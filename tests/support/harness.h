@@ -19,7 +19,8 @@ int harness_setup(struct conf *cf, const char *tag, const char *ladder);
 /* harness_setup with the topics created with this many partitions (0: as configured). */
 int harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int partitions);
 /* Drops the test database and deletes the test's topics (both kept with
- * PAYCB_KEEP_TEST_DB). */
+ * PAYCB_KEEP_TEST_DB) and frees cf. Safe after a harness_setup that failed: it drops only
+ * names harness_setup gave. */
 void harness_teardown(struct conf *cf);
 /* Replaces a string setting (frees the old one). */
 void harness_set(char **field, const char *value);
