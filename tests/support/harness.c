@@ -1,7 +1,7 @@
 /*
  * harness - shared setup of integration tests (see harness.h): the private database and
- * topic prefix, queries and waits with deadlines, the configuration written back for real
- * daemons (by the simulator's writer), and starting and stopping those daemons.
+ * topic prefix, queries and waits with deadlines, and starting and stopping daemons. The
+ * configuration written back for those daemons is harness_conf.c's.
  */
 #include "harness.h"
 #include "topics.h"
@@ -19,7 +19,6 @@
 
 /* Every test database's name starts with this; the teardown drops no other. */
 #define HARNESS_DB_PREFIX "paycb_test_"
-#include "sim_conf_tree.h"
 
 void
 harness_set(char **field, const char *value)
@@ -186,32 +185,6 @@ harness_wait_i64(struct db *db, const char *sql, const struct db_in *in, int nin
 	printf("# harness: waited %lld ms for %lld, last %lld: %s\n", timeout_ms, want, c.last,
 	       sql);
 	return -1;
-}
-
-/* ---- writing the configuration back ------------------------------------------------ */
-
-int
-harness_write_conf(const struct conf *cf, const char *path, const char *extra)
-{
-	char err[512] = "";
-	config_t c;
-	int rc = -1;
-
-	/* The simulator's configuration writer (tools/sim/sim_conf.c), so both write alike. */
-	config_init(&c);
-	if (sim_conf_tree(config_root_setting(&c), cf) != 0) {
-		snprintf(err, sizeof(err), "cannot build the configuration for %s", path);
-		goto done;
-	}
-	if (extra != NULL &&
-	    sim_conf_add_text(config_root_setting(&c), extra, err, sizeof(err)) != 0)
-		goto done;
-	rc = sim_conf_save(&c, path, err, sizeof(err));
-done:
-	if (rc != 0)
-		printf("# harness: %s\n", err);
-	config_destroy(&c);
-	return rc;
 }
 
 /* ---- daemons started by tests ------------------------------------------------------- */

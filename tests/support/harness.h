@@ -28,6 +28,8 @@ void harness_set(char **field, const char *value);
  * Writes cf's settings back to a libconfig file (for daemons started by tests): every
  * section of conf_table, with optional groups only when present. extra, if not NULL, is
  * appended verbatim (top-level settings the struct does not carry). Returns 0 or -1.
+ * In harness_conf.c: it writes with the simulator's writer, so a test that calls it links
+ * the simulator's archive (Makefile, TEST_LIBS_).
  */
 int harness_write_conf(const struct conf *cf, const char *path, const char *extra);
 /* Milliseconds on the monotonic clock. */

@@ -61,6 +61,16 @@ reached(int fd)
 	return poll(&p, 1, 0) > 0;
 }
 
+/* teardown_reaches_nothing - runs harness_teardown(cf), which must connect to neither the
+ * database nor the broker cf names. */
+static void
+teardown_reaches_nothing(struct conf *cf)
+{
+	harness_teardown(cf);
+	assert_false(reached(db_fd));
+	assert_false(reached(kafka_fd));
+}
+
 /* write_conf - a configuration naming the stand-ins, a database "precious" and topic prefix
  * "precious"; without the password file (a required setting) unless with_password. */
 static void
@@ -87,9 +97,7 @@ missing_conf_fails_setup_and_teardown_is_safe(void **state)
 	assert_int_equal(harness_setup(&cf, "harness", NULL), -1);
 	assert_null(cf.db.name);
 	assert_null(cf.kafka.topic_prefix);
-	harness_teardown(&cf);
-	assert_false(reached(db_fd));
-	assert_false(reached(kafka_fd));
+	teardown_reaches_nothing(&cf);
 }
 
 static void
@@ -102,9 +110,7 @@ broken_conf_keeps_no_names_and_teardown_drops_nothing(void **state)
 	setenv("PAYCB_TEST_CONF", conf_path, 1);
 	assert_int_equal(harness_setup(&cf, "harness", NULL), -1);
 	assert_null(cf.db.name);
-	harness_teardown(&cf);
-	assert_false(reached(db_fd));
-	assert_false(reached(kafka_fd));
+	teardown_reaches_nothing(&cf);
 }
 
 static void
@@ -117,9 +123,7 @@ teardown_drops_no_configured_names(void **state)
 	write_conf(1);
 	assert_int_equal(conf_load(conf_path, PROG_TOOL, &cf, &errs), 0);
 	assert_string_equal(cf.db.name, "precious");
-	harness_teardown(&cf);
-	assert_false(reached(db_fd));
-	assert_false(reached(kafka_fd));
+	teardown_reaches_nothing(&cf);
 }
 
 static int
