@@ -298,7 +298,13 @@ build/fuzz/%.o: %.c
 	@$(if $(Q),echo "  FUZZCC  $<")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -c -o $@ $<
 
-bin/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_OBJS)
+# An archive, so each fuzzer links only the members its parser calls (fuzz_form: form.o),
+# not every object of common/ (the database, Kafka and daemon code among them).
+FUZZ_LIB     := build/fuzz/libfuzz.a
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	$(Q)rm -f $@; $(AR) rcs $@ $^
+
+bin/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZLD  $@")
 	$(Q)$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
