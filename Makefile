@@ -67,7 +67,6 @@ CHAN_OBJS   := $(call objs_of,chan) $(BUILD)/$(CHAN_TABLE:.c=.o)
 LIB_CHAN    := $(BUILD)/libchan.a
 PROG_DIRS_PRESENT := $(foreach d,$(PROG_DIRS),$(if $(wildcard $(d)/main.c),$(d)))
 PROGS       := $(foreach d,$(PROG_DIRS_PRESENT),bin/$(call bin_name,$(d)))
-LIBS_ALL    := $(foreach d,$(PROG_DIRS_PRESENT),$(BUILD)/lib$(subst /,_,$(d)).a)
 
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 INTEG_SRCS  := $(wildcard tests/integ/test_*.c)
@@ -77,7 +76,7 @@ TEST_BINS   := $(patsubst tests/%.c,bin/tests/%,$(UNIT_SRCS) $(INTEG_SRCS))
 # Objects built through pattern chains are kept, so a rebuild compiles only what changed.
 .SECONDARY:
 
-.PHONY: fuzzers docs all test check unit integ deps services-up services-down services-clean migrate \
+.PHONY: fuzzers docs all test check check-links unit integ deps services-up services-down services-clean migrate \
 	run stop bench chaos fuzz clean format install
 
 all: $(PROGS) $(TEST_BINS)
@@ -138,11 +137,108 @@ $(BUILD)/empty.o:
 	@mkdir -p $(dir $@)
 	echo 'int paycb_empty_archive;' | $(CC) -x c -c -o $@ -
 
-TEST_SUPPORT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(TEST_SUPPORT))
-bin/tests/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON)
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIBS_ALL) $(LIB_CHAN) $(LIB_COMMON) $(LDLIBS) -lcmocka
+# ---- what each test links ----------------------------------------------------------------
+# A test links its own object and the archives its TEST_LIBS_ line below names, and nothing
+# else: a line that leaves out something the test calls fails the link, and `make
+# check-links` shows that every name on every line is needed (the link fails without it).
+# The names are archive stems: the programs' (ingest, processor, ..., tools_sim), chan,
+# common, and the three archives tests/support/ is split into by what its files stand on:
+#   tsup       harness, topics, fixtures, testca: libcommon and the migrations (tools_migrate)
+#   tsup_proc  inproc, orders: the processor's archive, driven in-process
+#   tsup_sim   every other file: the simulator's archive (its configuration writer, HTTP
+#              client and key tools) and chan/
+# Being archives, they give a test only the members it calls and what those call.
+TSUP_BASE := harness topics fixtures testca
+TSUP_PROC := inproc orders
+TSUP_SIM  := $(filter-out $(TSUP_BASE) $(TSUP_PROC),$(basename $(notdir $(TEST_SUPPORT))))
+# Users before what they use (the linker reads an archive once), whatever order a line gives.
+TEST_LINK_ORDER := tsup_proc tsup_sim tsup ingest processor retrier reconciler tools_paycbctl \
+		   tools_bench tools_sim tools_migrate chan common
+
+# One line per test, unit tests first, each group in name order. A new test adds its line:
+# the names of what it calls (and what that calls), the link says when one is missing.
+TEST_LIBS_test_cblog                 := common
+TEST_LIBS_test_cfg                   := chan common
+TEST_LIBS_test_chan_calls            := tsup_sim tools_sim chan common
+TEST_LIBS_test_chan_vectors          := chan common
+TEST_LIBS_test_channels_gen          := tsup_sim tools_sim chan common
+TEST_LIBS_test_conf_bootstrap        := chan common
+TEST_LIBS_test_crypto                := tsup_sim tools_sim chan common
+TEST_LIBS_test_daemon_wait           := common
+TEST_LIBS_test_decide                := processor
+TEST_LIBS_test_harness               := tsup tools_migrate chan common
+TEST_LIBS_test_money                 := common
+TEST_LIBS_test_msg                   := common
+TEST_LIBS_test_notify_table          := tsup_sim tools_sim chan common
+TEST_LIBS_test_reload                := tsup_sim tools_sim chan common
+TEST_LIBS_test_vectors_alipay        := tsup_sim chan common
+TEST_LIBS_test_vectors_stripe        := tsup_sim chan common
+TEST_LIBS_test_vectors_wxpay         := tsup_sim chan common
+
+TEST_LIBS_test_chaos                 := tsup_sim tsup retrier tools_sim tools_migrate chan common
+TEST_LIBS_test_db                    := tsup tools_migrate chan common
+TEST_LIBS_test_event_order           := tsup_sim tsup retrier tools_sim tools_migrate chan common
+TEST_LIBS_test_hostile               := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_hostile_forge         := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_hostile_slots         := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_ingest                := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_ingest_edges          := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_kafka                 := tsup tools_migrate chan common
+TEST_LIBS_test_key_rotation          := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_kq_batch              := tsup retrier tools_migrate chan common
+TEST_LIBS_test_ladder_topics         := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_lag                   := tsup_sim tsup retrier tools_sim tools_migrate chan common
+TEST_LIBS_test_liveness              := tsup_sim tsup retrier tools_sim tools_migrate chan common
+TEST_LIBS_test_liveness_daemons      := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_paycbctl              := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_processor             := tsup_proc tsup_sim tsup processor retrier tools_sim tools_migrate chan common
+TEST_LIBS_test_processor_batch       := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_processor_concurrency := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_processor_crash       := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_processor_delay       := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_processor_edges       := tsup_proc tsup processor tools_migrate chan common
+TEST_LIBS_test_processor_group       := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_processor_outage      := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_processor_refunds     := tsup_proc tsup processor tools_migrate chan common
+TEST_LIBS_test_reconciler            := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_repartition           := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_retrier               := tsup retrier tools_migrate chan common
+TEST_LIBS_test_retrier_daemon        := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_retrier_ladder        := tsup_sim tsup tools_sim tools_migrate chan common
+TEST_LIBS_test_retrier_scale         := tsup retrier tools_migrate chan common
+TEST_LIBS_test_scaleout              := tsup_sim tsup retrier tools_sim tools_migrate chan common
+
+define tsup_rule
+$(BUILD)/lib$(1).a: $(patsubst %,$(BUILD)/tests/support/%.o,$(2))
+	@mkdir -p $$(dir $$@)
+	$(Q)rm -f $$@; $$(AR) rcs $$@ $$^
+endef
+$(eval $(call tsup_rule,tsup,$(TSUP_BASE)))
+$(eval $(call tsup_rule,tsup_proc,$(TSUP_PROC)))
+$(eval $(call tsup_rule,tsup_sim,$(TSUP_SIM)))
+
+# test_libs: the archive files of test $(1)'s line, in link order. test_line_ok stops make at
+# once, rather than at a puzzling link error, when a test has no line or its line names
+# something that is no archive.
+test_unknown = $(filter-out $(TEST_LINK_ORDER),$(TEST_LIBS_$(1)))
+test_line_ok = $(if $(filter undefined,$(origin TEST_LIBS_$(1))), \
+	$(error tests/*/$(1).c has no TEST_LIBS_$(1) line in the Makefile))$(if \
+	$(call test_unknown,$(1)),$(error TEST_LIBS_$(1): $(call test_unknown,$(1)) is no archive))
+test_libs = $(call test_line_ok,$(1))$(foreach l,$(TEST_LINK_ORDER), \
+	$(if $(filter $(l),$(TEST_LIBS_$(1))),$(BUILD)/lib$(l).a))
+define test_rule
+$(1): $(patsubst bin/tests/%,$(BUILD)/tests/%.o,$(1)) $(call test_libs,$(notdir $(1)))
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  LD      $$@")
+	$$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS) -lcmocka
+endef
+$(foreach t,$(TEST_BINS),$(eval $(call test_rule,$(t))))
+
+# Relinks every test without each name of its line in turn (tools/check-links.sh); each
+# link must fail. About a minute; not part of make test.
+check-links: $(TEST_BINS)
+	@{ $(foreach t,$(TEST_BINS),echo '$(t) $(patsubst bin/tests/%,$(BUILD)/tests/%.o,$(t)) \
+	  $(call test_libs,$(notdir $(t)))';) } | tools/check-links.sh '$(CC) $(LDFLAGS)' '$(LDLIBS) -lcmocka'
 
 $(BUILD)/tools/sim/%.o: CFLAGS += -Ichan
 $(BUILD)/tools/bench/%.o: CFLAGS += -Itools/sim -Ichan
@@ -241,7 +337,13 @@ build/fuzz/$(CHAN_TABLE:.c=.o): build/fuzz/$(CHAN_TABLE)
 	@$(if $(Q),echo "  FUZZCC  $<")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -c -o $@ $<
 
-bin/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_OBJS)
+# An archive, so each fuzzer links only the members its parser calls (fuzz_form: form.o),
+# not every object of common/ (the database, Kafka and daemon code among them).
+FUZZ_LIB     := build/fuzz/libfuzz.a
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	$(Q)rm -f $@; $(AR) rcs $@ $^
+
+bin/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZLD  $@")
 	$(Q)$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)

@@ -9,18 +9,15 @@
  */
 #include "fixtures.h"
 
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
 
 #include "cblog.h"
 #include "digest.h"
 #include "harness.h"
-#include "inproc.h"
 #include "kq.h"
 #include "msg.h"
 
@@ -201,6 +198,19 @@ fx_pub_free(struct fx_pub *p)
 	free(p);
 }
 
+void
+fx_message(struct msg_callback *m, int refund, unsigned long long id, const char *merchant,
+           const char *channel, const char *order, int attempt)
+{
+	memset(m, 0, sizeof(*m));
+	m->cblog = refund ? CBLOG_REFUND : CBLOG_PAY;
+	m->id = id;
+	m->attempt = attempt;
+	snprintf(m->merchant_id, sizeof(m->merchant_id), "%s", merchant);
+	snprintf(m->channel, sizeof(m->channel), "%s", channel);
+	snprintf(m->out_trade_no, sizeof(m->out_trade_no), "%s", order);
+}
+
 int
 fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long id,
            const char *merchant, const char *channel, const char *order, int attempt,
@@ -213,7 +223,7 @@ fx_publish(struct fx_pub *p, const char *topic, int refund, unsigned long long i
 	int klen, vlen;
 
 	memset(&dr, 0, sizeof(dr));
-	inproc_message(&m, refund, id, merchant, channel, order, attempt);
+	fx_message(&m, refund, id, merchant, channel, order, attempt);
 	if ((klen = msg_callback_key(&m, key, sizeof(key))) < 0 ||
 	    (vlen = msg_callback_encode(&m, val, sizeof(val))) < 0)
 		return -1;
@@ -424,34 +434,6 @@ fx_dir(void)
 	return dir;
 }
 
-int
-fx_processor_start(const struct conf *cf, const char *name, char *log, size_t loglen)
-{
-	const char *bin =
-	    getenv("PAYCB_PROCESSOR_BIN") ? getenv("PAYCB_PROCESSOR_BIN") : "bin/paycb-processor";
-	char path[1024], dir[600];
-
-	snprintf(dir, sizeof(dir), "%s/test-logs", fx_dir());
-	mkdir(dir, 0755);
-	snprintf(path, sizeof(path), "%s/%s-%s.conf", dir, cf->kafka.topic_prefix, name);
-	snprintf(log, loglen, "%s/%s-%s.log", dir, cf->kafka.topic_prefix, name);
-	if (harness_write_conf(cf, path, NULL) != 0)
-		return -1;
-	return harness_spawn(bin, path, log);
-}
-
-int
-fx_processor_up(const struct conf *cf, struct fx_pub **pub, int *pid, char *log, size_t loglen,
-                long long timeout_ms)
-{
-	if ((*pub = fx_pub_new(cf)) == NULL)
-		return -1;
-	*pid = fx_processor_start(cf, "processor", log, loglen);
-	if (*pid <= 0)
-		return -1;
-	return fx_wait_log(log, "event=assigned", 1, timeout_ms);
-}
-
 long long
 fx_countf(const struct conf *cf, const char *fmt, ...)
 {
@@ -481,17 +463,6 @@ fx_processor_conf(struct conf *cf, const char *tag, const char *ladder, int thre
 	harness_set(&cf->kafka.group_id, group);
 	cf->processor.threads = threads;
 	return 0;
-}
-
-int
-fx_processor_stop(struct fx_pub *pub, int pid, const char *log)
-{
-	int rc;
-
-	fx_pub_free(pub);
-	rc = harness_stop(pid, SIGTERM, 30000);
-	printf("# processor exited with %d (log %s)\n", rc, log);
-	return rc == 0 ? 0 : -1;
 }
 
 int

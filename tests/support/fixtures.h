@@ -34,6 +34,12 @@ unsigned long long fx_refund_row_status(struct db *db, const struct conf *cf, co
                                         const char *amount, int cumulative, const char *currency,
                                         const char *event_type, const char *status);
 
+struct msg_callback;
+/* The callback message of row id (a refund row when refund is set), as ingest builds it;
+ * fx_publish publishes it and inproc_apply hands it to the processor. */
+void fx_message(struct msg_callback *m, int refund, unsigned long long id, const char *merchant,
+                const char *channel, const char *order, int attempt);
+
 /* A producer with the settings of kq.c (idempotent, acks=all, murmur2_random). */
 struct fx_pub;
 struct fx_pub *fx_pub_new(const struct conf *cf);
@@ -78,6 +84,17 @@ long long fx_countf(const struct conf *cf, const char *fmt, ...)
 /* Where tests keep their files: $PAYCB_VAR (tests/run.sh sets it), else /tmp. */
 const char *fx_dir(void);
 /*
+ * Sets up the configuration every processor test starts from: harness_setup(cf, tag,
+ * ladder), the processors' consumer group "<prefix>.processor" and the number of worker
+ * threads. The caller still opens its database with harness_db() itself, because some tests
+ * change cf (timeouts, a proxy, the log level) in between. Returns 0, or -1 when
+ * harness_setup fails.
+ */
+int fx_processor_conf(struct conf *cf, const char *tag, const char *ladder, int threads);
+/*
+ * The processor daemon (fixtures_daemon.c, which links the simulator's archive through
+ * harness_write_conf).
+ *
  * Writes cf to <dir>/test-logs/<prefix>-<name>.conf and starts bin/paycb-processor (or
  * $PAYCB_PROCESSOR_BIN) with it; its log goes to <dir>/test-logs/<prefix>-<name>.log, whose
  * path is returned in log. Returns the pid or -1. Stop it with harness_stop().
@@ -91,16 +108,6 @@ int fx_processor_start(const struct conf *cf, const char *name, char *log, size_
  */
 int fx_processor_up(const struct conf *cf, struct fx_pub **pub, int *pid, char *log, size_t loglen,
                     long long timeout_ms);
-
-struct fx_load;
-/*
- * Sets up the configuration every processor test starts from: harness_setup(cf, tag,
- * ladder), the processors' consumer group "<prefix>.processor" and the number of worker
- * threads. The caller still opens its database with harness_db() itself, because some tests
- * change cf (timeouts, a proxy, the log level) in between. Returns 0, or -1 when
- * harness_setup fails.
- */
-int fx_processor_conf(struct conf *cf, const char *tag, const char *ladder, int threads);
 /*
  * Frees pub and stops the processor pid with SIGTERM (it drains and must exit 0; the
  * sanitizer build reports leaks as a failure here), printing how it exited and its log.
@@ -108,6 +115,7 @@ int fx_processor_conf(struct conf *cf, const char *tag, const char *ladder, int 
  */
 int fx_processor_stop(struct fx_pub *pub, int pid, const char *log);
 
+struct fx_load;
 /* A condition for harness_wait_until(): file holds needle at least n times. */
 struct fx_logwait {
 	const char *file, *needle;

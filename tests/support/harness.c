@@ -1,7 +1,7 @@
 /*
  * harness - shared setup of integration tests (see harness.h): the private database and
- * topic prefix, queries and waits with deadlines, the configuration written back for real
- * daemons (by the simulator's writer), and starting and stopping those daemons.
+ * topic prefix, queries and waits with deadlines, and starting and stopping daemons. The
+ * configuration written back for those daemons is harness_conf.c's.
  */
 #include "harness.h"
 #include "topics.h"
@@ -17,7 +17,9 @@
 
 #include "chan_conf.h"
 #include "migrate.h"
-#include "sim_conf_tree.h"
+
+/* Every test database's name starts with this; the teardown drops no other. */
+#define HARNESS_DB_PREFIX "paycb_test_"
 
 void
 harness_set(char **field, const char *value)
@@ -55,9 +57,12 @@ harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int pa
 	}
 	if (conf_load(file, PROG_TOOL, cf, &errs) != 0) {
 		printf("# harness: %s", errs.text);
+		/* Nothing of a configuration that failed is kept: the group teardown that runs
+		 * after a failed setup then finds no names and drops nothing. */
+		conf_free(cf);
 		return -1;
 	}
-	snprintf(buf, sizeof(buf), "paycb_test_%s_%ld", tag, (long)getpid());
+	snprintf(buf, sizeof(buf), HARNESS_DB_PREFIX "%s_%ld", tag, (long)getpid());
 	harness_set(&cf->db.name, buf);
 	snprintf(buf, sizeof(buf), "t%ld_%s", (long)getpid(), tag);
 	harness_set(&cf->kafka.topic_prefix, buf);
@@ -80,6 +85,15 @@ harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int pa
 	return 0;
 }
 
+/* Whether cf carries the database and topic names harness_setup gives a test. */
+static int
+harness_named(const struct conf *cf)
+{
+	return cf->db.name != NULL &&
+	       strncmp(cf->db.name, HARNESS_DB_PREFIX, strlen(HARNESS_DB_PREFIX)) == 0 &&
+	       cf->kafka.topic_prefix != NULL && cf->kafka.topic_prefix[0] != '\0';
+}
+
 void
 harness_teardown(struct conf *cf)
 {
@@ -87,7 +101,9 @@ harness_teardown(struct conf *cf)
 	char sql[256];
 	struct db db;
 
-	if (getenv("PAYCB_KEEP_TEST_DB") == NULL) {
+	/* Only what harness_setup named is dropped. A setup that failed early leaves no names
+	 * (or, had it kept them, the configured ones, which belong to no test). */
+	if (getenv("PAYCB_KEEP_TEST_DB") == NULL && harness_named(cf)) {
 		/* Best effort: a broker already stopped by the test keeps them. */
 		topics_drop_prefix(&cf->kafka, 5000);
 		c.name = "";
@@ -174,32 +190,6 @@ harness_wait_i64(struct db *db, const char *sql, const struct db_in *in, int nin
 	printf("# harness: waited %lld ms for %lld, last %lld: %s\n", timeout_ms, want, c.last,
 	       sql);
 	return -1;
-}
-
-/* ---- writing the configuration back ------------------------------------------------ */
-
-int
-harness_write_conf(const struct conf *cf, const char *path, const char *extra)
-{
-	char err[512] = "";
-	config_t c;
-	int rc = -1;
-
-	/* The simulator's configuration writer (tools/sim/sim_conf.c), so both write alike. */
-	config_init(&c);
-	if (sim_conf_tree(config_root_setting(&c), cf) != 0) {
-		snprintf(err, sizeof(err), "cannot build the configuration for %s", path);
-		goto done;
-	}
-	if (extra != NULL &&
-	    sim_conf_add_text(config_root_setting(&c), extra, err, sizeof(err)) != 0)
-		goto done;
-	rc = sim_conf_save(&c, path, err, sizeof(err));
-done:
-	if (rc != 0)
-		printf("# harness: %s\n", err);
-	config_destroy(&c);
-	return rc;
 }
 
 /* ---- daemons started by tests ------------------------------------------------------- */

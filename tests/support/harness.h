@@ -19,7 +19,8 @@ int harness_setup(struct conf *cf, const char *tag, const char *ladder);
 /* harness_setup with the topics created with this many partitions (0: as configured). */
 int harness_setup_parts(struct conf *cf, const char *tag, const char *ladder, int partitions);
 /* Drops the test database and deletes the test's topics (both kept with
- * PAYCB_KEEP_TEST_DB). */
+ * PAYCB_KEEP_TEST_DB) and frees cf. Safe after a harness_setup that failed: it drops only
+ * names harness_setup gave. */
 void harness_teardown(struct conf *cf);
 /* Replaces a string setting (frees the old one). */
 void harness_set(char **field, const char *value);
@@ -27,6 +28,8 @@ void harness_set(char **field, const char *value);
  * Writes cf's settings back to a libconfig file (for daemons started by tests): every
  * section of conf_table, with optional groups only when present. extra, if not NULL, is
  * appended verbatim (top-level settings the struct does not carry). Returns 0 or -1.
+ * In harness_conf.c: it writes with the simulator's writer, so a test that calls it links
+ * the simulator's archive (Makefile, TEST_LIBS_).
  */
 int harness_write_conf(const struct conf *cf, const char *path, const char *extra);
 /* Milliseconds on the monotonic clock. */

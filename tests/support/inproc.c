@@ -3,25 +3,9 @@
  */
 #include "inproc.h"
 
-#include <stdio.h>
-#include <string.h>
-
-#include "harness.h"
+#include "fixtures.h"
 #include "msg.h"
 #include "processor.h"
-
-void
-inproc_message(struct msg_callback *m, int refund, unsigned long long id, const char *merchant,
-               const char *channel, const char *order, int attempt)
-{
-	memset(m, 0, sizeof(*m));
-	m->cblog = refund ? CBLOG_REFUND : CBLOG_PAY;
-	m->id = id;
-	m->attempt = attempt;
-	snprintf(m->merchant_id, sizeof(m->merchant_id), "%s", merchant);
-	snprintf(m->channel, sizeof(m->channel), "%s", channel);
-	snprintf(m->out_trade_no, sizeof(m->out_trade_no), "%s", order);
-}
 
 int
 inproc_apply(struct proc *p, int refund, unsigned long long id, const char *merchant,
@@ -29,7 +13,7 @@ inproc_apply(struct proc *p, int refund, unsigned long long id, const char *merc
 {
 	struct msg_callback m;
 
-	inproc_message(&m, refund, id, merchant, channel, order, attempt);
+	fx_message(&m, refund, id, merchant, channel, order, attempt);
 	return (int)proc_apply(p, &m, outcome);
 }
 

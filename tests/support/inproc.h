@@ -1,7 +1,7 @@
 /*
  * inproc - driving the processor in-process: a callback message built as ingest builds it
- * and handed to proc_apply (processor.h), the function the daemon's consumer path runs for
- * each message, with no consumer and no daemon to spawn and poll.
+ * (fx_message) and handed to proc_apply (processor.h), the function the daemon's consumer path runs
+ * for each message, with no consumer and no daemon to spawn and poll.
  */
 #ifndef PAYCB_INPROC_H
 #define PAYCB_INPROC_H
@@ -10,10 +10,6 @@
 #include "msg.h"
 
 struct proc;
-
-/* The callback message of row id, as ingest builds it (fx_publish publishes the same). */
-void inproc_message(struct msg_callback *m, int refund, unsigned long long id, const char *merchant,
-                    const char *channel, const char *order, int attempt);
 
 /*
  * Applies the callback message of row id (a refund row when refund is set) through p, as
