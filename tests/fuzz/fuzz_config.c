@@ -30,5 +30,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	fclose(fp);
 	conf_load(path, PROG_INGEST, &cf, &errs);
 	conf_free(&cf);
+	/* Removed at once: a fuzzing run ends by a signal or a time limit, never by returning. */
+	unlink(path);
 	return 0;
 }
