@@ -35,6 +35,14 @@ proc_core_worker(struct proc *p, struct proc_worker *w, int index)
 	 * configuration errors.
 	 */
 	rc = db_open(&w->db, &p->cf->db);
+	/*
+	 * Autocommit off: each transaction begins with its first statement instead of a START
+	 * TRANSACTION round trip. Every path of processor_handle.c ends in COMMIT or ROLLBACK.
+	 */
+	if (rc == DB_OK)
+		rc = db_manual_commit(&w->db);
+	else
+		w->db.manual = 1;
 	if (daemon_db_open_exit(rc) != 0) {
 		log_error(NULL, "event=db_open_failed thread=%d error=\"%s\"", index,
 		          w->db.last_error);
