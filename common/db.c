@@ -110,9 +110,14 @@ db_connect(struct db *db)
 		if (cf->ssl_verify_server_cert)
 			mysql_options(my, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
 	}
-	/* An empty database name connects to none, for the migrate tool's CREATE DATABASE. */
-	if (mysql_real_connect(my, cf->host, cf->user, db->password, cf->name[0] ? cf->name : NULL,
-	                       (unsigned)cf->port, NULL, 0) == NULL) {
+	/*
+	 * An empty database name connects to none, for the migrate tool's CREATE DATABASE. A
+	 * socket path connects to a server on this host without TCP (conf.c refuses it with
+	 * TLS settings, which a socket connection would not use).
+	 */
+	if (mysql_real_connect(my, cf->socket && cf->socket[0] ? "localhost" : cf->host, cf->user,
+	                       db->password, cf->name[0] ? cf->name : NULL, (unsigned)cf->port,
+	                       cf->socket && cf->socket[0] ? cf->socket : NULL, 0) == NULL) {
 		enum db_rc rc;
 		unsigned int err = mysql_errno(my);
 		char msg[200];

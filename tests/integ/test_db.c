@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db.h"
 #include "harness.h"
@@ -224,6 +226,36 @@ manual_commit_begins_with_the_first_statement(void **state)
 	db_close(&b);
 }
 
+/*
+ * database.socket: the connection goes through the local server's Unix socket, whatever host
+ * and port say (here ones that cannot answer). The local services keep it at
+ * $PAYCB_VAR/mariadb/mysqld.sock; without it (a server elsewhere) the test is skipped.
+ */
+static void
+socket_setting_connects_without_tcp(void **state)
+{
+	struct conf_db c2 = cf.db;
+	const char *var = getenv("PAYCB_VAR");
+	char sock[600];
+	struct db db;
+
+	(void)state;
+	snprintf(sock, sizeof(sock), "%s/mariadb/mysqld.sock", var ? var : "");
+	if (var == NULL || access(sock, F_OK) != 0) {
+		skip();
+		return;
+	}
+	c2.socket = sock;
+	c2.host = "192.0.2.1";
+	c2.port = 1;
+	assert_int_equal(db_open(&db, &c2), DB_OK);
+	/* Over TCP the server names the client host:port; over the socket, "localhost". */
+	assert_int_equal(harness_count(&db, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+	                                    "WHERE ID = CONNECTION_ID() AND HOST = 'localhost'"),
+	                 1);
+	db_close(&db);
+}
+
 static void
 classification_table(void **state)
 {
@@ -265,6 +297,7 @@ main(void)
 	    cmocka_unit_test(killed_connection_is_retryable_then_reconnects),
 	    cmocka_unit_test(probe_with_rows_leaves_the_connection_in_sync),
 	    cmocka_unit_test(manual_commit_begins_with_the_first_statement),
+	    cmocka_unit_test(socket_setting_connects_without_tcp),
 	    cmocka_unit_test(classification_table),
 	    cmocka_unit_test(money_round_trips_through_decimal),
 	};
