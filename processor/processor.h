@@ -215,7 +215,7 @@ void proc_core_free(struct proc *p);
 /*
  * The in-process API: a processor without consumers, for tests and tools. proc_open builds
  * one worker; proc_apply handles the callback message m exactly as the daemon's consumer
- * path does (proc_handle: pre-check, transaction, outbox rows queued for the relay, the log
+ * path does (proc_handle: ordering guard, transaction, outbox rows queued for the relay, the log
  * line) and sets *outcome, when outcome is not NULL, to what became of it ("paid",
  * "duplicate", "retry", "retry_stale", "skipped", "deferred", "row_missing",
  * "db_unavailable", ...). Where the daemon would store the message's offset only for

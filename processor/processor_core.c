@@ -8,7 +8,7 @@
  * starts the worker threads; the in-process API (proc_open, proc_apply, proc_close) adds
  * nothing: a test or a tool hands it one callback message at a time and proc_apply runs
  * proc_handle, the very function the daemon's consumer path runs for each message (the
- * pre-check, the state machine's transaction, the outbox rows and their relay, the log
+ * ordering guard, the state machine's transaction, the outbox rows and their relay, the log
  * line), so what a test drives this way is what the daemon does with the message.
  */
 #include "processor.h"
