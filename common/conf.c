@@ -26,6 +26,8 @@
 static const struct cfg_setting db_tab[] = {
 	STR("host", "127.0.0.1", DB(host), CFGF_NONEMPTY, 0, "MariaDB/MySQL server address"),
 	INT("port", "23306", 1, 65535, DB(port), "server port (the local default avoids 3306)"),
+	STR("socket", "", DB(socket), 0, 0,
+	    "Unix socket of a server on this host, used instead of host and port; empty = TCP"),
 	STR("user", "paycb", DB(user), CFGF_NONEMPTY, 0, "database user"),
 	STR("password_file", NULL, DB(password_file), CFGF_FILE,
 	    PROG_INGEST | PROG_PROCESSOR | PROG_RETRIER | PROG_TOOL | PROG_SIM | PROG_RECONCILER,
@@ -307,6 +309,12 @@ conf_load(const char *file, unsigned prog, struct conf *out, struct cfg_errors *
 	if (!ok)
 		conf_err(errs, file, "setting 'kafka.security_protocol': unknown value '%s'",
 		         out->kafka.security_protocol);
+	/* TLS never runs over the socket: with both set, the TLS the operator asked for would
+	 * silently not be there. */
+	if (out->db.socket[0] != '\0' && out->db.ssl_ca[0] != '\0')
+		conf_err(errs, file, "%s",
+		         "settings 'database.socket' and 'database.ssl_ca' exclude each other: "
+		         "a Unix socket connection does not use TLS");
 	if (out->retry.initial_lease_max_s < out->retry.initial_lease_s)
 		conf_err(
 		    errs, file, "%s",

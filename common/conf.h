@@ -21,6 +21,7 @@
 struct conf_db {
 	char *host;
 	long long port;
+	char *socket; /* a Unix socket path; "" connects over TCP to host:port */
 	char *user;
 	char *password_file;
 	char *name;

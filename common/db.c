@@ -110,9 +110,14 @@ db_connect(struct db *db)
 		if (cf->ssl_verify_server_cert)
 			mysql_options(my, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
 	}
-	/* An empty database name connects to none, for the migrate tool's CREATE DATABASE. */
-	if (mysql_real_connect(my, cf->host, cf->user, db->password, cf->name[0] ? cf->name : NULL,
-	                       (unsigned)cf->port, NULL, 0) == NULL) {
+	/*
+	 * An empty database name connects to none, for the migrate tool's CREATE DATABASE. A
+	 * socket path connects to a server on this host without TCP (conf.c refuses it with
+	 * TLS settings, which a socket connection would not use).
+	 */
+	if (mysql_real_connect(my, cf->socket && cf->socket[0] ? "localhost" : cf->host, cf->user,
+	                       db->password, cf->name[0] ? cf->name : NULL, (unsigned)cf->port,
+	                       cf->socket && cf->socket[0] ? cf->socket : NULL, 0) == NULL) {
 		enum db_rc rc;
 		unsigned int err = mysql_errno(my);
 		char msg[200];
@@ -126,16 +131,18 @@ db_connect(struct db *db)
 	}
 	db->my = my;
 	db->broken = 0;
+	db->connects++;
 	{
-		struct db_in in[1] = {DBI_I64(cf->lock_wait_timeout_s)};
+		struct db_in in[2] = {DBI_I64(cf->lock_wait_timeout_s), DBI_I64(!db->manual)};
 		enum db_rc rc;
 
-		/* UTC everywhere, strict modes, and the lock wait the retry ladder expects. */
+		/* UTC everywhere, strict modes, the lock wait the retry ladder expects, and the
+		 * session's commit mode, in the one statement every connection sends anyway. */
 		if ((rc = db_exec(db,
 		                  "SET SESSION time_zone = '+00:00', "
 		                  "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
-		                  "innodb_lock_wait_timeout = ?",
-		                  in, 1, NULL, NULL)) != DB_OK)
+		                  "innodb_lock_wait_timeout = ?, autocommit = ?",
+		                  in, 2, NULL, NULL)) != DB_OK)
 			return rc;
 	}
 	return DB_OK;
@@ -362,8 +369,33 @@ db_exec_once(struct db *db, const char *sql, unsigned long long *affected)
 }
 
 enum db_rc
+db_manual_commit(struct db *db)
+{
+	db->manual = 1;
+	if (db->my == NULL || db->broken)
+		return DB_OK;
+	return db_exec(db, "SET SESSION autocommit = 0", NULL, 0, NULL, NULL);
+}
+
+int
+db_in_transaction(const struct db *db)
+{
+	return db->my != NULL && !db->broken && (db->my->server_status & SERVER_STATUS_IN_TRANS);
+}
+
+enum db_rc
 db_begin(struct db *db)
 {
+	if (db->manual && db_in_transaction(db)) {
+		/* A path that did not end its transaction is a bug; its locks must not outlive
+		 * it, and nothing of it may commit with the next one. */
+		db_rollback(db);
+		snprintf(db->last_error, sizeof(db->last_error),
+		         "a transaction was left open; rolled back");
+		return DB_FATAL;
+	}
+	if (db->manual)
+		return db_ensure(db);
 	return db_exec(db, "START TRANSACTION", NULL, 0, NULL, NULL);
 }
 

@@ -57,6 +57,13 @@ struct db {
 	const struct conf_db *cf;
 	char *password;
 	int broken; /* reconnect before the next statement */
+	/*
+	 * Set by db_manual_commit: the session runs with autocommit off, so a transaction starts
+	 * with its first statement (db_begin sends nothing) and every path must end it with
+	 * db_commit or db_rollback. Kept across reconnects.
+	 */
+	int manual;
+	unsigned long connects; /* connections made so far, to tell a new session */
 	unsigned int last_errno;
 	char last_error[256];
 	struct {
@@ -89,6 +96,16 @@ enum db_rc db_query(struct db *db, const char *sql, const struct db_in *in, int 
  * bypasses the cache, whose keys are the addresses of literal SQL strings. */
 enum db_rc db_exec_once(struct db *db, const char *sql, unsigned long long *affected);
 
+/*
+ * Turns autocommit off for this connection and every reconnect of it (see manual above).
+ * Saves the START TRANSACTION round trip of each transaction. Returns DB_OK, or the error
+ * of applying it now (it is applied again on the next connect).
+ */
+enum db_rc db_manual_commit(struct db *db);
+/* Whether the server reports a transaction open on this connection (no round trip). */
+int db_in_transaction(const struct db *db);
+
+/* START TRANSACTION; with db_manual_commit, nothing is sent (the next statement starts it). */
 enum db_rc db_begin(struct db *db);
 enum db_rc db_commit(struct db *db);
 enum db_rc db_rollback(struct db *db);

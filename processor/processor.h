@@ -11,7 +11,7 @@
  *   processor_core.c     the state without consumers; the in-process API (proc_open,
  *                        proc_apply, proc_close) that runs one message as the daemon does
  *   processor_consume.c  a worker's poll loop, the rebalance callback, pause/seek holds
- *   processor_handle.c   one message: pre-check, route to pay or refund, log, store offset
+ *   processor_handle.c   one message: route to pay or refund, the ordering guard, log
  *   processor_pay.c      the payment transaction, and the opening both transactions share
  *                        (proc_tx_open: the callback row's and the order's locks)
  *   processor_refund.c   the refund transaction
@@ -87,6 +87,13 @@ struct proc_worker {
 	/* Set while a batch's transaction is open: the per-message BEGIN and COMMIT are the
 	 * batch's own (processor_handle.c, proc_handle_batch). */
 	int batching;
+	/*
+	 * Whether this connection's server gives a multi-row INSERT consecutive ids (step
+	 * ai_step; 0 = not guaranteed), as read for its session number ai_connects (db.connects):
+	 * processor_outbox.c writes a payment's two events in one INSERT only then.
+	 */
+	unsigned long ai_connects;
+	long long ai_step;
 	/* The outcome of the last message proc_handle handled (a static string), for proc_apply. */
 	const char *outcome;
 };
@@ -119,6 +126,9 @@ enum proc_tx {
 	TX_RETRY,         /* a retryable failure (business reason or deadlock): rolled back */
 	TX_DB_DOWN,       /* connection lost: rolled back or unknown; redeliver */
 	TX_BROKER_DOWN,   /* the dead letter could not be published: rolled back */
+	TX_MISMATCH, /* the row names another merchant or order than the message: rolled back */
+	TX_DEFERRED, /* the ordering guard deferred the row (committed), or, in a batch,
+	                would defer it (rolled back) */
 };
 
 /* An outbox row written by the transaction, relayed after the commit. */
@@ -137,6 +147,9 @@ struct proc_result {
 	int retry_count;        /* after recording a failure */
 	const char *alert_kind; /* non-NULL when an alert was raised */
 	char alert_detail[400];
+	char row_merchant[65]; /* TX_MISMATCH: what the row names */
+	char row_order[129];
+	long long earlier, age_ms; /* TX_DEFERRED: the guard's measures */
 	int nevents;
 	struct proc_event events[PROC_EVENTS_MAX];
 };
@@ -158,6 +171,8 @@ struct proc_row {
 	long long retry_count;
 	char created_at[32];
 	char now[32];
+	long long earlier; /* the ordering guard: earlier pending callbacks of the order */
+	long long age_ms;  /* since the row came in */
 };
 
 /* The order row as the transactions read it (locked FOR UPDATE). */
@@ -200,7 +215,7 @@ void proc_core_free(struct proc *p);
 /*
  * The in-process API: a processor without consumers, for tests and tools. proc_open builds
  * one worker; proc_apply handles the callback message m exactly as the daemon's consumer
- * path does (proc_handle: pre-check, transaction, outbox rows queued for the relay, the log
+ * path does (proc_handle: ordering guard, transaction, outbox rows queued for the relay, the log
  * line) and sets *outcome, when outcome is not NULL, to what became of it ("paid",
  * "duplicate", "retry", "retry_stale", "skipped", "deferred", "row_missing",
  * "db_unavailable", ...). Where the daemon would store the message's offset only for
@@ -226,6 +241,13 @@ void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_part
 
 /* processor_handle.c */
 enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);
+/*
+ * The per-order ordering guard on the row proc_tx_open locked. Returns 0 to go on, or 1 with
+ * *tx set when the transaction has ended: TX_DEFERRED (deferred and committed; in a batch,
+ * rolled back so that the message is handled alone) or a database error.
+ */
+int proc_guard(struct proc_worker *w, const struct msg_callback *m, const struct proc_row *row,
+               struct proc_result *r, enum proc_tx *tx);
 /* The most messages of one partition applied in one transaction. */
 #define PROC_BATCH_MAX 8
 /*
@@ -263,6 +285,17 @@ enum proc_tx proc_refund(struct proc_worker *w, const struct msg_callback *m,
                          struct proc_result *r);
 
 /* processor_outbox.c */
+/* One event for proc_outbox_add_all: the arguments of proc_outbox_add. */
+struct proc_event_spec {
+	const char *event_type, *ref, *amount, *currency, *trade_no;
+};
+/*
+ * Writes n events (at most PROC_EVENTS_MAX) in the open transaction, in one INSERT when the
+ * server gives it consecutive ids, else one by one; existing rows are kept as proc_outbox_add
+ * keeps them.
+ */
+enum db_rc proc_outbox_add_all(struct proc_worker *w, const struct proc_row *row,
+                               const struct proc_event_spec *ev, int n, struct proc_result *r);
 /* ref, when not NULL, tells apart events of one type for one order (a refund number). */
 enum db_rc proc_outbox_add(struct proc_worker *w, const struct proc_row *row,
                            const char *event_type, const char *ref, const char *amount,
@@ -301,6 +334,8 @@ enum db_rc proc_alert(struct proc_worker *w, const struct proc_row *row, const c
                       const char *detail, struct proc_result *r);
 enum proc_tx proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,
                        const char *detail, struct proc_result *r);
+/* Commits the transaction a final UPDATE ended: TX_COMMITTED, or the commit's failure. */
+enum proc_tx proc_tx_commit(struct proc_worker *w, struct proc_result *r);
 enum proc_tx proc_mark_done(struct proc_worker *w, const struct proc_row *row, const char *outcome,
                             struct proc_result *r);
 /*

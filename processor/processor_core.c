@@ -8,7 +8,7 @@
  * starts the worker threads; the in-process API (proc_open, proc_apply, proc_close) adds
  * nothing: a test or a tool hands it one callback message at a time and proc_apply runs
  * proc_handle, the very function the daemon's consumer path runs for each message (the
- * pre-check, the state machine's transaction, the outbox rows and their relay, the log
+ * ordering guard, the state machine's transaction, the outbox rows and their relay, the log
  * line), so what a test drives this way is what the daemon does with the message.
  */
 #include "processor.h"
@@ -35,6 +35,14 @@ proc_core_worker(struct proc *p, struct proc_worker *w, int index)
 	 * configuration errors.
 	 */
 	rc = db_open(&w->db, &p->cf->db);
+	/*
+	 * Autocommit off: each transaction begins with its first statement instead of a START
+	 * TRANSACTION round trip. Every path of processor_handle.c ends in COMMIT or ROLLBACK.
+	 */
+	if (rc == DB_OK)
+		rc = db_manual_commit(&w->db);
+	else
+		w->db.manual = 1;
 	if (daemon_db_open_exit(rc) != 0) {
 		log_error(NULL, "event=db_open_failed thread=%d error=\"%s\"", index,
 		          w->db.last_error);

@@ -139,7 +139,7 @@ proc_row_final(struct proc_worker *w, const char *sql, const struct db_in *in, i
 }
 
 /* proc_tx_commit - commits the transaction a final UPDATE ended */
-static enum proc_tx
+enum proc_tx
 proc_tx_commit(struct proc_worker *w, struct proc_result *r)
 {
 	enum db_rc rc;
@@ -209,12 +209,17 @@ proc_record_failure(struct proc_worker *w, enum cblog lg, unsigned long long id,
 	 * republishes per attempt).
 	 */
 	rc = db_exec(&w->db, SQL_COUNT_FAILURE[lg], in, 3, &changed, NULL);
-	if (rc != DB_OK)
+	if (rc != DB_OK) {
+		proc_rollback(&w->db);
 		return rc;
+	}
 	*counted = changed == 1;
 	/* For the log line only: the count the retrier will schedule by. */
 	if (db_query(&w->db, SQL_RETRY_COUNT[lg], in + 1, 1, out, 1, NULL, NULL, &rows) == DB_OK &&
 	    rows)
 		r->retry_count = (int)out[0].i;
-	return DB_OK;
+	/* The worker's connection runs with autocommit off (processor_core.c). */
+	if ((rc = db_commit(&w->db)) != DB_OK)
+		proc_rollback(&w->db);
+	return rc;
 }

@@ -1,10 +1,17 @@
 /*
- * processor_handle - one callback message from start to finish: a cheap look at the row
- * (a done or dead row is skipped without taking a lock, a first attempt that would overtake
- * an earlier callback of its order is deferred), the payment or refund
- * transaction, the record of a retryable failure, the outbox relay after a commit, and the
- * one log line of the outcome, callback id first; and a run of one partition's messages in
- * one transaction (proc_handle_batch, at the end of this file).
+ * processor_handle - one callback message from start to finish: the payment or refund
+ * transaction, whose opening read locks the row and its order and measures the ordering
+ * guard (a done or dead row is skipped, a first attempt that would overtake an earlier
+ * callback of its order is deferred: proc_guard), the record of a retryable failure, the
+ * outbox relay after a commit, and the one log line of the outcome, callback id first; and
+ * a run of one partition's messages in one transaction (proc_handle_batch, at the end of
+ * this file).
+ *
+ * Until 2026-12-06 a done or dead row was skipped by an unlocked look before the
+ * transaction, so that copies of a message did not queue on the row's lock; the look cost a
+ * round trip on every message to spare a short lock wait on the rare copy, and is folded
+ * into the locking read now (processor_pay.c, proc_lock). The worker's connection runs with
+ * autocommit off: every path here ends its transaction with a COMMIT or a ROLLBACK.
  *
  * A message naming a row that does not exist (a database failover that lost an
  * acknowledged INSERT, or a message from elsewhere) and a message whose merchant or order
@@ -26,41 +33,6 @@
 #include "log.h"
 
 /*
- * The unlocked look at the row before its transaction: its status and retry count and, for
- * the per-order ordering guard, how many callbacks of the same order that came in earlier
- * are still pending and must come first, and how long ago this row came in. A payment waits
- * for the earlier pending payments of its order, attempted or not: one that failed and
- * waits on the backoff ladder must still come first, or a second payment overtakes the
- * first and becomes the order's payment, and a refund the channel made of that second
- * payment then refunds the order instead of settling the duplicate. A refund waits for the
- * earlier pending payments and refunds of its order. A payment never waits for a refund: a
- * refund that came first waits for a payment (it fails "order not paid" and retries), so
- * the payment waiting for it would stall both until processor.order_wait_s, and no
- * payment's decision depends on a refund. "Earlier" is by reception time, ties broken by id
- * within a log, and the only wait across the logs is refund on payment, so it is a strict
- * order and two callbacks can never wait for each other. Both subqueries are held to
- * idx_order: left to itself the optimizer adds a rowid filter from idx_retry, which reads
- * every pending row and made the look cost as much as the transaction under a backlog.
- */
-/* Earlier pending rows of the same order in log T; ties by id, as within one log. */
-#define PRECHECK_EARLIER(T)                                                                        \
-	"(SELECT COUNT(*) FROM " T " e FORCE INDEX (idx_order) WHERE "                             \
-	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id)))"
-/* Earlier pending payments of a refund's order; strictly earlier, no tie across the logs. */
-#define PRECHECK_EARLIER_PAY                                                                       \
-	"(SELECT COUNT(*) FROM pay_callback_log e FORCE INDEX (idx_order) WHERE "                  \
-	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"e.created_at < c.created_at)"
-#define PRECHECK_SQL(T, EARLIER)                                                                   \
-	"SELECT c.status, c.retry_count, " EARLIER ", "                                            \
-	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000, c.merchant_id, "               \
-	"c.out_trade_no FROM " T " c WHERE c.id = ?"
-static const char *const SQL_PRECHECK[CBLOG_N] = {
-    PRECHECK_SQL(CBLOG_TABLE_PAY, PRECHECK_EARLIER(CBLOG_TABLE_PAY)),
-    PRECHECK_SQL(CBLOG_TABLE_REFUND,
-                 PRECHECK_EARLIER(CBLOG_TABLE_REFUND) " + " PRECHECK_EARLIER_PAY)};
-/*
  * A deferred row comes due again in a second; the retrier publishes it on the main topic.
  * The processor saw it, so its republishes start counting again (republish_count).
  */
@@ -70,90 +42,89 @@ static const char *const SQL_DEFER[CBLOG_N] = {
     "UPDATE refund_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND, "
     "republish_count = 0 WHERE id = ? AND status = 0 AND retry_count = 0"};
 
-struct precheck {
-	long long status, retry_count, earlier, age_ms;
-	char merchant[65], order[129];
-};
-
-/* proc_msg_alert - an alerts row about message m itself (no row of ours to name). */
+/* proc_msg_alert - an alerts row about message m itself (no row of ours to name), committed. */
 static enum db_rc
 proc_msg_alert(struct proc_worker *w, const struct msg_callback *m, const char *kind,
                const char *detail)
 {
 	struct db_in in[5] = {DBI_STR(kind), DBI_I64(m->id), DBI_STR(m->merchant_id),
 	                      DBI_STR(m->out_trade_no), DBI_STR(detail)};
+	enum db_rc rc;
 
-	return db_exec(&w->db,
-	               "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
-	               "VALUES (?, ?, ?, ?, ?)",
-	               in, 5, NULL, NULL);
-}
-
-/* proc_precheck - fills pc; returns 0, -1 when there is no such row, -2 on database error */
-static int
-proc_precheck(struct proc_worker *w, const struct msg_callback *m, struct precheck *pc)
-{
-	struct db_in in[1] = {DBI_I64(m->id)};
-	struct db_out out[6] = {DBO_I64(),
-	                        DBO_I64(),
-	                        DBO_I64(),
-	                        DBO_I64(),
-	                        DBO_STR(pc->merchant, sizeof(pc->merchant)),
-	                        DBO_STR(pc->order, sizeof(pc->order))};
-	unsigned long long rows = 0;
-
-	if (db_query(&w->db, SQL_PRECHECK[m->cblog], in, 1, out, 6, NULL, NULL, &rows) != DB_OK)
-		return -2;
-	if (rows == 0)
-		return -1;
-	pc->status = out[0].i;
-	pc->retry_count = out[1].i;
-	pc->earlier = out[2].i;
-	pc->age_ms = out[3].i;
-	return 0;
+	rc = db_exec(&w->db,
+	             "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
+	             "VALUES (?, ?, ?, ?, ?)",
+	             in, 5, NULL, NULL);
+	if (rc == DB_OK)
+		rc = db_commit(&w->db);
+	if (rc != DB_OK)
+		proc_rollback(&w->db);
+	return rc;
 }
 
 /*
- * proc_defer - the per-order ordering guard. Callbacks of one order are keyed to one
- * partition, so they normally arrive here in the order they came in. After partitions are
- * added to the topic, a later callback of an order can be published on a new partition
- * while an earlier one still waits in the backlog of the old one; a channel's re-push
- * through another ingest, or a first publish that was lost, can do the same; so can an
- * earlier callback whose attempt failed and that waits on the backoff ladder. Such a first
- * attempt is deferred rather than run: the row comes due again in a second and the
- * retrier publishes it again on the main topic, while its partition goes on flowing (a
+ * proc_guard - the per-order ordering guard, on the row proc_tx_open has just locked.
+ * Callbacks of one order are keyed to one partition, so they normally arrive here in the
+ * order they came in. After partitions are added to the topic, a later callback of an order
+ * can be published on a new partition while an earlier one still waits in the backlog of
+ * the old one; a channel's re-push through another ingest, or a first publish that was lost,
+ * can do the same; so can an earlier callback whose attempt failed and that waits on the
+ * backoff ladder. A payment waits for the earlier pending payments of its order, attempted
+ * or not: one that failed and waits on the ladder must still come first, or a second
+ * payment overtakes the first and becomes the order's payment, and a refund the channel
+ * made of that second payment then refunds the order instead of settling the duplicate. A
+ * refund waits for the earlier pending payments and refunds of its order. A payment never
+ * waits for a refund: a refund that came first waits for a payment (it fails "order not
+ * paid" and retries), so the payment waiting for it would stall both until
+ * processor.order_wait_s, and no payment's decision depends on a refund. Earlier is a strict
+ * order, so two callbacks can never wait for each other.
+ *
+ * Such a first attempt is deferred rather than run: the row comes due again in a second and
+ * the retrier publishes it again on the main topic, while its partition goes on flowing (a
  * hold would block the earlier callback when it sits behind this one in the same
  * partition). Nothing is counted as a failure. After processor.order_wait_s the callback
  * goes ahead anyway: the state machine is consistent in any order, but the order of effects
- * differs, and of two payments of one order the first applied is the order's payment.
- * Returns 1 when deferred, 0 to go on, -1 on database error.
+ * differs, and of two payments of one order the first applied is the order's payment. In a
+ * batch, a row with an earlier pending callback ends the batch instead (rolled back), and is
+ * judged again when handled alone.
  */
-static int
-proc_defer(struct proc_worker *w, const struct msg_callback *m, const struct precheck *pc,
-           const char *id, const struct proc_result *r)
+int
+proc_guard(struct proc_worker *w, const struct msg_callback *m, const struct proc_row *row,
+           struct proc_result *r, enum proc_tx *tx)
 {
 	long long wait_ms = w->p->cf->processor.order_wait_s * 1000;
 	struct db_in in[1] = {DBI_I64(m->id)};
 	unsigned long long changed = 0;
+	char id[CBLOG_REF_MAX];
+	enum db_rc rc;
 
-	if (wait_ms == 0 || pc->status != 0 || pc->retry_count != 0 || pc->earlier == 0)
+	r->earlier = row->earlier;
+	r->age_ms = row->age_ms;
+	if (w->batching && row->earlier > 0) {
+		proc_rollback(&w->db);
+		*tx = TX_DEFERRED;
+		return 1;
+	}
+	if (wait_ms == 0 || row->retry_count != 0 || row->earlier == 0)
 		return 0;
-	if (pc->age_ms >= wait_ms) {
-		log_warn(id,
+	if (row->age_ms >= wait_ms) {
+		log_warn(cblog_ref(id, sizeof(id), m->cblog, m->id),
 		         "event=order_wait_expired order=%s merchant=%s earlier_pending=%lld "
 		         "waited_ms=%lld",
-		         r->order, r->merchant, pc->earlier, pc->age_ms);
+		         r->order, r->merchant, row->earlier, row->age_ms);
 		return 0;
 	}
-	if (db_exec(&w->db, SQL_DEFER[m->cblog], in, 1, &changed, NULL) != DB_OK)
-		return -1;
-	/* Changed meanwhile (attempted by another delivery): the transaction decides. */
-	if (changed == 0)
+	if ((rc = db_exec(&w->db, SQL_DEFER[m->cblog], in, 1, &changed, NULL)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, "defer", r);
+		return 1;
+	}
+	/* The row is locked pending at its first attempt, so the UPDATE changes it; if it did
+	 * not, the transaction decides, as it would have. */
+	if (changed != 1)
 		return 0;
-	log_info(id,
-	         "event=deferred reason=earlier_callback_pending order=%s merchant=%s "
-	         "earlier_pending=%lld age_ms=%lld attempt=%d",
-	         r->order, r->merchant, pc->earlier, pc->age_ms, m->attempt);
+	*tx = proc_tx_commit(w, r);
+	if (*tx == TX_COMMITTED)
+		*tx = TX_DEFERRED;
 	return 1;
 }
 
@@ -219,8 +190,8 @@ proc_db_down(struct proc_worker *w, const char *id, const struct proc_result *r)
  * reused after a lost INSERT): never applied, alerted, and done.
  */
 static enum proc_rc
-proc_mismatch(struct proc_worker *w, const struct msg_callback *m, const struct precheck *pc,
-              const char *id, const struct proc_result *r, long long t0)
+proc_mismatch(struct proc_worker *w, const struct msg_callback *m, const char *id,
+              const struct proc_result *r, long long t0)
 {
 	char rm[66], ro[130], ch[17], reason[400];
 
@@ -228,7 +199,7 @@ proc_mismatch(struct proc_worker *w, const struct msg_callback *m, const struct 
 	         "%s: the message names merchant %s, order %s, channel %s; the row is "
 	         "merchant %s, order %s: not applied",
 	         id, r->merchant, r->order, log_safe(ch, sizeof(ch), m->channel),
-	         log_safe(rm, sizeof(rm), pc->merchant), log_safe(ro, sizeof(ro), pc->order));
+	         log_safe(rm, sizeof(rm), r->row_merchant), log_safe(ro, sizeof(ro), r->row_order));
 	if (proc_msg_alert(w, m, "row_mismatch", reason) != DB_OK)
 		return proc_db_down(w, id, r);
 	log_error(id,
@@ -287,8 +258,6 @@ enum proc_rc
 proc_handle(struct proc_worker *w, const struct msg_callback *m)
 {
 	long long t0 = clock_mono_ms();
-	struct precheck pc;
-	int st, deferred = 0;
 	struct proc_result r;
 	char id[24], reason[400];
 	enum proc_tx tx;
@@ -297,22 +266,7 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 	cblog_ref(id, sizeof(id), m->cblog, m->id);
 	log_safe(r.order, sizeof(r.order), m->out_trade_no);
 	log_safe(r.merchant, sizeof(r.merchant), m->merchant_id);
-	if ((st = proc_precheck(w, m, &pc)) == -2)
-		return proc_db_down(w, id, &r);
-	if (st == 0 &&
-	    (strcmp(pc.merchant, m->merchant_id) != 0 || strcmp(pc.order, m->out_trade_no) != 0))
-		return proc_mismatch(w, m, &pc, id, &r, t0);
-	if (st == 0 && (deferred = proc_defer(w, m, &pc, id, &r)) < 0)
-		return proc_db_down(w, id, &r);
-	if (deferred) {
-		return proc_counted(w, "deferred", t0);
-	}
-	if (st == -1)
-		tx = TX_MISSING;
-	else if (pc.status != 0)
-		tx = TX_FINAL;
-	else
-		tx = m->cblog == CBLOG_REFUND ? proc_refund(w, m, &r) : proc_pay(w, m, &r);
+	tx = m->cblog == CBLOG_REFUND ? proc_refund(w, m, &r) : proc_pay(w, m, &r);
 
 	switch (tx) {
 	case TX_COMMITTED:
@@ -327,6 +281,14 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 		return proc_counted(w, "skipped", t0);
 	case TX_MISSING:
 		return proc_missing(w, m, id, &r, t0);
+	case TX_MISMATCH:
+		return proc_mismatch(w, m, id, &r, t0);
+	case TX_DEFERRED:
+		log_info(id,
+		         "event=deferred reason=earlier_callback_pending order=%s merchant=%s "
+		         "earlier_pending=%lld age_ms=%lld attempt=%d",
+		         r.order, r.merchant, r.earlier, r.age_ms, m->attempt);
+		return proc_counted(w, "deferred", t0);
 	case TX_RETRY:
 		return proc_retry(w, m, id, &r, t0);
 	case TX_DB_DOWN:
@@ -344,33 +306,16 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
 }
 
 /*
- * proc_batch_plain - whether message m is a plain first application: its row exists, names
- * the same merchant and order, is pending, and no earlier callback of its order waits
- * (nothing for the ordering guard to defer). Anything else is left to proc_handle alone.
- * Returns 1, 0, or -1 on a database error.
- */
-static int
-proc_batch_plain(struct proc_worker *w, const struct msg_callback *m)
-{
-	struct precheck pc;
-	int st = proc_precheck(w, m, &pc);
-
-	if (st == -2)
-		return -1;
-	return st == 0 && pc.status == 0 && pc.earlier == 0 &&
-	       strcmp(pc.merchant, m->merchant_id) == 0 && strcmp(pc.order, m->out_trade_no) == 0;
-}
-
-/*
- * proc_handle_batch - see processor.h. The unlocked looks run first, each in autocommit as
- * in proc_handle, so each sees its row as committed now (a look inside a repeatable-read
- * transaction would see the snapshot of the batch's first read). Then one transaction runs
- * the messages' own transactions back to back, proc_begin and proc_commit leaving BEGIN
- * and COMMIT to the batch: locks are taken in the messages' order and held to the one
- * commit. A message that ends in anything but TX_COMMITTED (a retry, a row final already,
- * an error) ends the batch: everything is rolled back and nothing was applied, so handling
- * each message alone afterwards repeats nothing. The logs, relays and metrics of the
- * messages run only after the batch's commit.
+ * proc_handle_batch - see processor.h. One transaction runs the messages' own transactions
+ * back to back, proc_begin and proc_commit leaving BEGIN and COMMIT to the batch: locks are
+ * taken in the messages' order and held to the one commit. A message that ends in anything
+ * but TX_COMMITTED (a retry, a row final already, missing or not the message's, an earlier
+ * callback of its order pending, an error) ends the batch: everything is rolled back and
+ * nothing was applied, so handling each message alone afterwards repeats nothing, and the
+ * message that ended it is judged again alone (deferred, skipped, alerted). A message's
+ * guard sees the rows the batch finished before it as done: they came earlier and were
+ * applied first, so nothing overtook them. The logs, relays and metrics of the messages run
+ * only after the batch's commit.
  */
 int
 proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n)
@@ -382,9 +327,6 @@ proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n)
 
 	if (n < 2 || n > PROC_BATCH_MAX)
 		return 0;
-	for (i = 0; i < n; i++)
-		if (proc_batch_plain(w, &ms[i]) != 1)
-			return 0;
 	/*
 	 * Read committed, for this transaction only: the messages' own plain reads (a refund's
 	 * ledger, a payment's refund requests) then see what is committed when each runs, as

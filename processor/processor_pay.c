@@ -5,16 +5,22 @@
  * two processors handling the same id serialize on the row and only the first applies it;
  * callbacks of one order handled at once serialize on the order. Steps:
  *
- *   1. lock the row FOR UPDATE and re-check status = 0;
- *   2. lock the order FOR UPDATE (a locking read sees the latest committed state);
- *   3. measure: the order's state, the payment's trade against the order's paid trade, its
+ *   1. lock the row and then its order FOR UPDATE, in one statement (a locking read sees
+ *      the latest committed state), re-check status = 0 and apply the ordering guard;
+ *   2. measure: the order's state, the payment's trade against the order's paid trade, its
  *      amount and currency against the order's (exactly, int64 minor units);
- *   4. the rule table (processor_decide.c) decides: paid (a conditional UPDATE ... WHERE
- *      status = 'PENDING' judged by affected rows, with the two outbox events), duplicate,
- *      paid twice or paid after close (a refund request and an alert, for any amount),
- *      confirmed (an order the merchant marked paid without a trade), a mismatch (dead,
- *      alert, dead letter; never self-healed) or a retryable failure;
- *   5. mark the row done and commit, all in the one transaction.
+ *   3. the rule table (processor_decide.c) decides: paid (one conditional UPDATE of the
+ *      order WHERE status = 'PENDING' and of the row WHERE status = 0, judged by affected
+ *      rows, then both outbox events in one INSERT), duplicate, paid twice or paid after
+ *      close (a refund request and an alert, for any amount), confirmed (an order the
+ *      merchant marked paid without a trade), a mismatch (dead, alert, dead letter; never
+ *      self-healed) or a retryable failure;
+ *   4. mark the row done (for paid, in step 3's UPDATE) and commit, all in the one
+ *      transaction.
+ *
+ * The worker's connection runs with autocommit off (processor_core.c), so the transaction
+ * begins with step 1's statement: a payment is four round trips (lock, UPDATE, INSERT,
+ * COMMIT) when it is paid.
  */
 #include "processor.h"
 
@@ -25,30 +31,61 @@
 #include "processor_decide.h"
 
 /*
- * The callback row's columns, the same for both tables so that one function reads either:
- * a payment row has no payment trade number, cumulative flag or refund status of its own,
- * and selects the empty values a zeroed proc_row holds for them.
+ * The opening read of a transaction: the callback row and its order locked FOR UPDATE in
+ * one statement, with what the ordering guard needs (processor_handle.c, proc_guard). One
+ * round trip where there were three (an unlocked look at the row, then the row's lock, then
+ * the order's). The row is a const table (its primary key) and the order one too (its
+ * unique key, bound by the row's columns), so the server reads and locks the row first and
+ * then the order: the lock order every transaction keeps. A missing row locks nothing; a
+ * missing order leaves its columns NULL (o.id 0: the decision table makes it a retry).
+ *
+ * The guard's count of earlier pending callbacks of the order is a subquery, a plain
+ * (consistent) read that locks nothing: the earlier rows stay free for the processors that
+ * hold them. Both counts are held to idx_order: left to itself the optimizer adds a rowid
+ * filter from idx_retry, which reads every pending row and made the count cost as much as
+ * the transaction under a backlog. "Earlier" is by reception time, ties by id within a
+ * log; a refund also waits for the earlier payments of its order (strictly earlier: no
+ * tie across the logs), a payment never for a refund (see proc_guard).
+ *
+ * The row's columns are the same for both tables so that one function reads either: a
+ * payment row has no payment trade number, cumulative flag or refund status of its own, and
+ * selects the empty values a zeroed proc_row holds for them.
  */
-static const char *const proc_row_sql[CBLOG_N] = {
-    [CBLOG_PAY] = "SELECT merchant_id, channel, channel_trade_no, '', out_trade_no, "
-                  "CAST(amount AS CHAR), 0, currency, '', status, retry_count, "
-                  "LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
-                  "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
-                  "FROM pay_callback_log WHERE id = ? FOR UPDATE",
-    [CBLOG_REFUND] = "SELECT merchant_id, channel, refund_no, channel_trade_no, out_trade_no, "
-                     "CAST(amount AS CHAR), amount_cumulative, currency, refund_status, status, "
-                     "retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "
-                     "LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) "
-                     "FROM refund_callback_log WHERE id = ? FOR UPDATE",
+#define LOCK_EARLIER(T)                                                                            \
+	"(SELECT COUNT(*) FROM " T " e FORCE INDEX (idx_order) WHERE "                             \
+	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
+	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id)))"
+#define LOCK_EARLIER_PAY                                                                           \
+	"(SELECT COUNT(*) FROM pay_callback_log e FORCE INDEX (idx_order) WHERE "                  \
+	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
+	"e.created_at < c.created_at)"
+#define LOCK_TAIL(T, EARLIER)                                                                      \
+	"c.status, c.retry_count, LEFT(DATE_FORMAT(c.created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "   \
+	"LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23), " EARLIER ", "                     \
+	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000, IFNULL(o.id, 0), "             \
+	"IFNULL(CAST(o.amount AS CHAR), ''), IFNULL(o.currency, ''), IFNULL(o.status, ''), "       \
+	"IFNULL(o.channel, ''), IFNULL(o.channel_trade_no, ''), "                                  \
+	"IFNULL(CAST(o.refunded_amount AS CHAR), '') FROM " T " c LEFT JOIN orders o ON "          \
+	"o.merchant_id = c.merchant_id AND o.out_trade_no = c.out_trade_no WHERE c.id = ? "        \
+	"FOR UPDATE"
+static const char *const proc_lock_sql[CBLOG_N] = {
+    [CBLOG_PAY] = "SELECT c.merchant_id, c.channel, c.channel_trade_no, '', c.out_trade_no, "
+                  "CAST(c.amount AS CHAR), 0, c.currency, '', " LOCK_TAIL(
+                      CBLOG_TABLE_PAY, LOCK_EARLIER(CBLOG_TABLE_PAY)),
+    [CBLOG_REFUND] =
+        "SELECT c.merchant_id, c.channel, c.refund_no, c.channel_trade_no, "
+        "c.out_trade_no, CAST(c.amount AS CHAR), c.amount_cumulative, c.currency, "
+        "c.refund_status, " LOCK_TAIL(CBLOG_TABLE_REFUND,
+                                      LOCK_EARLIER(CBLOG_TABLE_REFUND) " + " LOCK_EARLIER_PAY),
 };
 
-/* proc_row_lock - locks and reads callback row id of table lg */
+/* proc_lock - locks and reads callback row id of table lg and its order (o->id 0: none) */
 static enum db_rc
-proc_row_lock(struct proc_worker *w, enum cblog lg, unsigned long long id, struct proc_row *row,
-              unsigned long long *found)
+proc_lock(struct proc_worker *w, enum cblog lg, unsigned long long id, struct proc_row *row,
+          struct proc_order *o, unsigned long long *found)
 {
 	struct db_in in[1] = {DBI_I64(id)};
-	struct db_out out[13] = {DBO_STR(row->merchant, sizeof(row->merchant)),
+	struct db_out out[22] = {DBO_STR(row->merchant, sizeof(row->merchant)),
 	                         DBO_STR(row->channel, sizeof(row->channel)),
 	                         DBO_STR(row->trade_no, sizeof(row->trade_no)),
 	                         DBO_STR(row->pay_trade_no, sizeof(row->pay_trade_no)),
@@ -60,42 +97,33 @@ proc_row_lock(struct proc_worker *w, enum cblog lg, unsigned long long id, struc
 	                         DBO_I64(),
 	                         DBO_I64(),
 	                         DBO_STR(row->created_at, sizeof(row->created_at)),
-	                         DBO_STR(row->now, sizeof(row->now))};
+	                         DBO_STR(row->now, sizeof(row->now)),
+	                         DBO_I64(),
+	                         DBO_I64(),
+	                         DBO_I64(),
+	                         DBO_STR(o->amount, sizeof(o->amount)),
+	                         DBO_STR(o->currency, sizeof(o->currency)),
+	                         DBO_STR(o->status, sizeof(o->status)),
+	                         DBO_STR(o->channel, sizeof(o->channel)),
+	                         DBO_STR(o->trade_no, sizeof(o->trade_no)),
+	                         DBO_STR(o->refunded, sizeof(o->refunded))};
 	enum db_rc rc;
 
 	memset(row, 0, sizeof(*row));
+	memset(o, 0, sizeof(*o));
 	row->cblog = lg;
 	row->id = id;
-	rc = db_query(&w->db, proc_row_sql[lg], in, 1, out, 13, NULL, NULL, found);
+	rc = db_query(&w->db, proc_lock_sql[lg], in, 1, out, 22, NULL, NULL, found);
+	if (rc != DB_OK || *found == 0) {
+		memset(o, 0, sizeof(*o));
+		return rc;
+	}
 	row->cumulative = out[6].i != 0;
 	row->status = out[9].i;
 	row->retry_count = out[10].i;
-	return rc;
-}
-
-/* proc_order_lock - locks and reads the order of row */
-static enum db_rc
-proc_order_lock(struct proc_worker *w, const struct proc_row *row, struct proc_order *o,
-                unsigned long long *found)
-{
-	struct db_in in[2] = {DBI_STR(row->merchant), DBI_STR(row->order)};
-	struct db_out out[7] = {DBO_I64(),
-	                        DBO_STR(o->amount, sizeof(o->amount)),
-	                        DBO_STR(o->currency, sizeof(o->currency)),
-	                        DBO_STR(o->status, sizeof(o->status)),
-	                        DBO_STR(o->channel, sizeof(o->channel)),
-	                        DBO_STR(o->trade_no, sizeof(o->trade_no)),
-	                        DBO_STR(o->refunded, sizeof(o->refunded))};
-	enum db_rc rc;
-
-	memset(o, 0, sizeof(*o));
-	rc = db_query(&w->db,
-	              "SELECT id, CAST(amount AS CHAR), currency, status, IFNULL(channel, ''), "
-	              "IFNULL(channel_trade_no, ''), CAST(refunded_amount AS CHAR) FROM orders "
-	              "WHERE merchant_id = ? AND out_trade_no = ? FOR UPDATE",
-	              in, 2, out, 7, NULL, NULL, found);
-	if (rc == DB_OK && *found)
-		o->id = (unsigned long long)out[0].i;
+	row->earlier = out[13].i;
+	row->age_ms = out[14].i;
+	o->id = (unsigned long long)out[15].i;
 	return rc;
 }
 
@@ -106,30 +134,31 @@ proc_tx_open(struct proc_worker *w, const struct msg_callback *m, struct proc_ro
 {
 	unsigned long long found = 0;
 	enum db_rc rc;
+	int differs;
 
 	if ((rc = proc_begin(w)) != DB_OK) {
 		*tx = proc_tx_error(w, rc, "begin", r);
 		return 0;
 	}
-	if ((rc = proc_row_lock(w, m->cblog, m->id, row, &found)) != DB_OK) {
-		*tx = proc_tx_error(w, rc, "lock row", r);
+	if ((rc = proc_lock(w, m->cblog, m->id, row, o, &found)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, "lock row and order", r);
 		return 0;
 	}
-	if (!found || row->status != 0) {
+	/* A row that is not this message's, or not pending, is never applied (processor_handle.c).
+	 */
+	differs = found && (strcmp(row->merchant, m->merchant_id) != 0 ||
+	                    strcmp(row->order, m->out_trade_no) != 0);
+	if (!found || differs || row->status != 0) {
+		snprintf(r->row_merchant, sizeof(r->row_merchant), "%s", row->merchant);
+		snprintf(r->row_order, sizeof(r->row_order), "%s", row->order);
 		proc_rollback(&w->db);
-		*tx = found ? TX_FINAL : TX_MISSING;
+		*tx = !found ? TX_MISSING : differs ? TX_MISMATCH : TX_FINAL;
 		return 0;
 	}
 	snprintf(r->merchant, sizeof(r->merchant), "%s", row->merchant);
 	snprintf(r->order, sizeof(r->order), "%s", row->order);
-	if ((rc = proc_order_lock(w, row, o, &found)) != DB_OK) {
-		*tx = proc_tx_error(w, rc, "lock order", r);
-		return 0;
-	}
-	/* No order yet: the decision table makes it a retry, with the row still locked. */
-	if (!found)
-		memset(o, 0, sizeof(*o));
-	return 1;
+	/* The ordering guard may defer the row instead (it ends the transaction then). */
+	return !proc_guard(w, m, row, r, tx);
 }
 
 int
@@ -219,28 +248,40 @@ proc_pay_refund_request(struct proc_worker *w, const struct proc_row *row,
 	return proc_mark_done(w, row, rule->outcome, r);
 }
 
-/* proc_pay_mark_paid - PENDING -> PAID and the two outbox events */
+/*
+ * PENDING -> PAID and the row done, in one statement: both rows are locked already, so the
+ * two conditional UPDATEs judged together (2 rows changed) are the same two judged one by
+ * one, in one round trip.
+ */
+static const char SQL_PAID_DONE[] =
+    "UPDATE orders o, pay_callback_log c SET o.status = 'PAID', o.paid_at = NOW(3), "
+    "o.channel = ?, o.channel_trade_no = ?, c.status = 1, c.outcome = 'paid', "
+    "c.done_at = NOW(3) WHERE o.id = ? AND o.status = 'PENDING' AND c.id = ? AND c.status = 0";
+
+/* proc_pay_mark_paid - PENDING -> PAID, the row done, and the two outbox events */
 static enum proc_tx
-proc_pay_mark_paid(struct proc_worker *w, const struct proc_row *row, struct proc_result *r)
+proc_pay_mark_paid(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
+                   struct proc_result *r)
 {
-	struct db_in in[4] = {DBI_STR(row->channel), DBI_STR(row->trade_no), DBI_STR(row->merchant),
-	                      DBI_STR(row->order)};
-	enum proc_tx tx;
+	struct db_in in[4] = {DBI_STR(row->channel), DBI_STR(row->trade_no), DBI_I64(o->id),
+	                      DBI_I64(row->id)};
+	const struct proc_event_spec ev[2] = {
+	    {"order.paid.shipment", NULL, row->amount, row->currency, row->trade_no},
+	    {"order.paid.points", NULL, row->amount, row->currency, row->trade_no}};
+	unsigned long long n = 0;
 	enum db_rc rc;
 
-	if (!proc_order_change(w,
-	                       "UPDATE orders SET status = 'PAID', paid_at = NOW(3), channel = ?, "
-	                       "channel_trade_no = ? WHERE merchant_id = ? AND out_trade_no = ? "
-	                       "AND status = 'PENDING'",
-	                       in, 4, r, &tx))
-		return tx;
+	r->outcome = "paid";
+	if ((rc = db_exec(&w->db, SQL_PAID_DONE, in, 4, &n, NULL)) != DB_OK)
+		return proc_tx_error(w, rc, "update order and row", r);
+	/* Both are locked in the state the decision read, so this cannot happen; if it does,
+	 * the next attempt decides again on what they are then. */
+	if (n != 2)
+		return proc_tx_retry(w, "order or row changed under its lock", r);
 	snprintf(r->detail, sizeof(r->detail), "transition=PENDING>PAID");
-	if ((rc = proc_outbox_add(w, row, "order.paid.shipment", NULL, row->amount, row->currency,
-	                          row->trade_no, r)) != DB_OK ||
-	    (rc = proc_outbox_add(w, row, "order.paid.points", NULL, row->amount, row->currency,
-	                          row->trade_no, r)) != DB_OK)
+	if ((rc = proc_outbox_add_all(w, row, ev, 2, r)) != DB_OK)
 		return proc_tx_error(w, rc, "outbox", r);
-	return proc_mark_done(w, row, "paid", r);
+	return proc_tx_commit(w, r);
 }
 
 /*
@@ -307,7 +348,7 @@ proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result
 		                detail, sizeof(detail));
 		return proc_dead(w, &row, rule->outcome, detail, r);
 	case DX_MARK_PAID:
-		return proc_pay_mark_paid(w, &row, r);
+		return proc_pay_mark_paid(w, &row, &o, r);
 	case DX_CONFIRM_PAID:
 		return proc_pay_confirm(w, &row, &o, rule, r);
 	case DX_REQUEST_REFUND:

@@ -31,6 +31,7 @@ cmd_config() {
 	if [[ ! -f $CONF || $TEMPLATE -nt $CONF ]]; then
 		sed -e "s#@VAR@#$(sed_quote "$PAYCB_VAR")#g" \
 			-e "s#@DB_PORT@#${PAYCB_DB_PORT:-23306}#g" \
+			-e "s#@DB_SOCKET@#$(sed_quote "${PAYCB_DB_SOCKET:+$PAYCB_VAR/mariadb/mysqld.sock}")#g" \
 			-e "s#@KAFKA_PORT@#${PAYCB_KAFKA_PORT:-29092}#g" \
 			"$TEMPLATE" >"$CONF.tmp"
 		local left

@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db.h"
 #include "harness.h"
@@ -166,6 +168,94 @@ probe_with_rows_leaves_the_connection_in_sync(void **state)
 	db_close(&db);
 }
 
+/*
+ * A connection with autocommit off (the processor's workers): a transaction begins with its
+ * first statement, without START TRANSACTION, nothing is visible to others before COMMIT,
+ * the mode survives a reconnect, and a transaction left open is rolled back by the next
+ * db_begin, which fails, rather than continued.
+ */
+static void
+manual_commit_begins_with_the_first_statement(void **state)
+{
+	struct db a, b;
+	long long id;
+
+	(void)state;
+	harness_db(&cf, &a);
+	harness_db(&cf, &b);
+	assert_int_equal(db_manual_commit(&a), DB_OK);
+	assert_int_equal(harness_count(&a, "SELECT @@autocommit"), 0);
+	assert_false(db_in_transaction(&a));
+	assert_int_equal(db_begin(&a), DB_OK);
+	{
+		struct db_in in[4] = {DBI_STR("default"), DBI_STR("wxpay"), DBI_STR("manual-1"),
+		                      DBI_STR("manual-1")};
+		assert_int_equal(db_exec(&a, INSERT_LOG, in, 4, NULL, NULL), DB_OK);
+	}
+	assert_true(db_in_transaction(&a));
+	assert_int_equal(harness_count(&b, "SELECT COUNT(*) FROM pay_callback_log WHERE "
+	                                   "channel_trade_no = 'manual-1'"),
+	                 0);
+	assert_int_equal(db_commit(&a), DB_OK);
+	assert_false(db_in_transaction(&a));
+	assert_int_equal(harness_count(&b, "SELECT COUNT(*) FROM pay_callback_log WHERE "
+	                                   "channel_trade_no = 'manual-1'"),
+	                 1);
+	/* Left open: the next db_begin rolls it back and says so. */
+	{
+		struct db_in in[4] = {DBI_STR("default"), DBI_STR("wxpay"), DBI_STR("manual-2"),
+		                      DBI_STR("manual-2")};
+		assert_int_equal(db_exec(&a, INSERT_LOG, in, 4, NULL, NULL), DB_OK);
+	}
+	assert_int_equal(db_begin(&a), DB_FATAL);
+	assert_false(db_in_transaction(&a));
+	assert_int_equal(harness_count(&b, "SELECT COUNT(*) FROM pay_callback_log WHERE "
+	                                   "channel_trade_no = 'manual-2'"),
+	                 0);
+	/* A reconnect keeps the mode. */
+	id = harness_count(&a, "SELECT CONNECTION_ID()");
+	assert_int_equal(db_commit(&a), DB_OK);
+	{
+		struct db_in in[1] = {DBI_I64(id)};
+		assert_int_equal(db_exec(&b, "KILL CONNECTION ?", in, 1, NULL, NULL), DB_OK);
+	}
+	assert_int_equal(db_exec(&a, "SELECT 1", NULL, 0, NULL, NULL), DB_RETRYABLE);
+	assert_int_equal(harness_count(&a, "SELECT @@autocommit"), 0);
+	assert_int_equal(db_rollback(&a), DB_OK);
+	db_close(&a);
+	db_close(&b);
+}
+
+/*
+ * database.socket: the connection goes through the local server's Unix socket, whatever host
+ * and port say (here ones that cannot answer). The local services keep it at
+ * $PAYCB_VAR/mariadb/mysqld.sock; without it (a server elsewhere) the test is skipped.
+ */
+static void
+socket_setting_connects_without_tcp(void **state)
+{
+	struct conf_db c2 = cf.db;
+	const char *var = getenv("PAYCB_VAR");
+	char sock[600];
+	struct db db;
+
+	(void)state;
+	snprintf(sock, sizeof(sock), "%s/mariadb/mysqld.sock", var ? var : "");
+	if (var == NULL || access(sock, F_OK) != 0) {
+		skip();
+		return;
+	}
+	c2.socket = sock;
+	c2.host = "192.0.2.1";
+	c2.port = 1;
+	assert_int_equal(db_open(&db, &c2), DB_OK);
+	/* Over TCP the server names the client host:port; over the socket, "localhost". */
+	assert_int_equal(harness_count(&db, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+	                                    "WHERE ID = CONNECTION_ID() AND HOST = 'localhost'"),
+	                 1);
+	db_close(&db);
+}
+
 static void
 classification_table(void **state)
 {
@@ -206,6 +296,8 @@ main(void)
 	    cmocka_unit_test(lock_wait_timeout_is_retryable),
 	    cmocka_unit_test(killed_connection_is_retryable_then_reconnects),
 	    cmocka_unit_test(probe_with_rows_leaves_the_connection_in_sync),
+	    cmocka_unit_test(manual_commit_begins_with_the_first_statement),
+	    cmocka_unit_test(socket_setting_connects_without_tcp),
 	    cmocka_unit_test(classification_table),
 	    cmocka_unit_test(money_round_trips_through_decimal),
 	};

@@ -526,6 +526,54 @@ lock_wait_timeout_is_a_recorded_failure_not_a_hot_loop(void **state)
 	assert_string_equal(order_status("O-locked", buf, sizeof(buf)), "PAID");
 }
 
+/*
+ * The ordering guard is measured by the transaction's opening read, which locks the row and
+ * its order: its count of the order's earlier pending callbacks must lock none of them, or a
+ * processor holding an earlier row (it locks its row, then the order) and this one (its row,
+ * then the earlier rows) could deadlock. With the earlier row locked elsewhere, the later
+ * one is deferred at once (a locking count would wait 1 s and fail with 1205), and the
+ * deferral is committed.
+ */
+static void
+guard_counts_earlier_callbacks_without_locking_them(void **state)
+{
+	struct db locker;
+	unsigned long long first, second;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(fx_order(&db, M, "O-guard", "5.00", "CNY", "PENDING"), 0);
+	first = fx_pay_row(&db, &cf, M, "wxpay", "T-guard-1", "O-guard", "5.00", "CNY");
+	second = fx_pay_row(&db, &cf, M, "wxpay", "T-guard-2", "O-guard", "5.00", "CNY");
+	harness_db(&cf, &locker);
+	assert_int_equal(db_begin(&locker), DB_OK);
+	{
+		struct db_in in[1] = {DBI_I64(first)};
+		struct db_out out[1] = {DBO_I64()};
+		assert_int_equal(db_query(&locker,
+		                          "SELECT id FROM pay_callback_log WHERE id = ? FOR UPDATE",
+		                          in, 1, out, 1, NULL, NULL, NULL),
+		                 DB_OK);
+	}
+	apply(0, second, "O-guard", 1);
+	assert_string_equal(outcome, "deferred");
+	/* Committed: seen from another connection while the locker still holds the first. */
+	assert_int_equal(
+	    qid("SELECT COUNT(*) FROM pay_callback_log WHERE id = ? AND status = 0 AND "
+	        "retry_count = 0 AND next_retry_at <= NOW(3) + INTERVAL 2 SECOND",
+	        second),
+	    1);
+	assert_int_equal(db_rollback(&locker), DB_OK);
+	db_close(&locker);
+	apply(0, first, "O-guard", 1);
+	assert_string_equal(outcome, "paid");
+	apply(0, second, "O-guard", 1);
+	assert_string_equal(outcome, "paid_twice");
+	assert_string_equal(qs("SELECT channel_trade_no FROM orders WHERE out_trade_no = ?",
+	                       "O-guard", buf, sizeof(buf)),
+	                    "T-guard-1");
+}
+
 static void
 refunds_partial_then_full(void **state)
 {
@@ -751,6 +799,7 @@ main(void)
 	    cmocka_unit_test(currency_mismatch_is_dead_with_alert_and_one_dead_letter),
 	    cmocka_unit_test(second_copy_of_a_failed_attempt_is_not_counted_again),
 	    cmocka_unit_test(lock_wait_timeout_is_a_recorded_failure_not_a_hot_loop),
+	    cmocka_unit_test(guard_counts_earlier_callbacks_without_locking_them),
 	    cmocka_unit_test(refunds_partial_then_full),
 	    cmocka_unit_test(cumulative_refunds_apply_only_the_increase),
 	    cmocka_unit_test(refund_beyond_the_payment_is_dead),

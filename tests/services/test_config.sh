@@ -20,6 +20,13 @@ check "database port from PAYCB_DB_PORT" contains "$conf" "port = 33333;"
 check "brokers from PAYCB_KAFKA_PORT" contains "$conf" 'brokers = "127.0.0.1:44444";'
 check "password_file is the absolute secret path" \
 	contains "$conf" "password_file = \"$PAYCB_VAR/secrets/db_password\";"
+check "TCP unless asked: the socket is empty" contains "$conf" 'socket = "";'
+rm -f "$PAYCB_VAR/paycb.conf"
+PAYCB_DB_SOCKET=1 "$D/services.sh" config >/dev/null
+check "PAYCB_DB_SOCKET=1: the local server's socket" \
+	grep -qF "socket = \"$PAYCB_VAR/mariadb/mysqld.sock\";" "$PAYCB_VAR/paycb.conf"
+rm -f "$PAYCB_VAR/paycb.conf"
+"$D/services.sh" config >/dev/null
 
 # The rule is "regenerate when the template is newer"; move paycb.conf's mtime rather
 # than the template's, so the test never touches a tracked file.

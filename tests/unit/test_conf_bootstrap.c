@@ -89,6 +89,25 @@ missing_file_names_it_and_exits_78(void **state)
 	assert_non_null(strstr(text, path));
 }
 
+/* A Unix socket connection does not use TLS: both set is refused, not TLS silently dropped. */
+static void
+socket_with_tls_settings_is_refused(void **state)
+{
+	char text[8192], conf[1200];
+
+	(void)state;
+	snprintf(conf, sizeof(conf),
+	         "database = { password_file = \"%s\"; socket = \"/run/mysqld/mysqld.sock\"; "
+	         "ssl_ca = \"%s\"; };\n",
+	         path, path);
+	assert_int_equal(boot(conf, text, sizeof(text)), 78);
+	printf("# %s", text);
+	assert_non_null(strstr(text, "'database.socket' and 'database.ssl_ca' exclude each other"));
+	snprintf(conf, sizeof(conf), "database = { socket = \"/run/mysqld/mysqld.sock\"; };\n");
+	boot(conf, text, sizeof(text));
+	assert_null(strstr(text, "database.socket"));
+}
+
 static void
 default_file_is_paycb_conf_or_etc(void **state)
 {
@@ -107,6 +126,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(bad_file_prints_every_error_with_its_line_and_exits_78),
 	    cmocka_unit_test(missing_file_names_it_and_exits_78),
+	    cmocka_unit_test(socket_with_tls_settings_is_refused),
 	    cmocka_unit_test(default_file_is_paycb_conf_or_etc),
 	};
 	int rc;

@@ -5,16 +5,18 @@
  * `dbceiling --shape reserve` runs ingest's reservation, the very INSERT ingest runs
  * (cblog_reserve) with a body of a WeChat notification's size, from C connections at once:
  * the database's own ceiling for what ingest does per notification. `--shape process` runs
- * the statements the processor issues for one payment (processor_handle.c, _pay.c,
- * _outbox.c: the unlocked look at the row and its order's earlier callbacks, then in one
- * transaction the row and the order locked FOR UPDATE, the conditional UPDATE, two outbox
- * INSERTs and the done mark), without Kafka: the ceiling for a processor's transaction.
+ * the statements the processor issues for one payment (processor_pay.c, _outbox.c: on a
+ * connection with autocommit off, as the processor's, the row and its order locked FOR
+ * UPDATE in one statement with its order's earlier callbacks counted, the conditional
+ * UPDATE of the order and the row's done mark in one statement, both outbox events in one
+ * INSERT, COMMIT), without Kafka: the ceiling for a processor's transaction.
  * The processor does more than that per callback (it consumes, publishes both events and
  * marks them sent, in batches, after the commit); none of it is in the ceiling.
  *
  * `--shape payment` is the database's work of a whole payment: the reservation INSERT,
- * then the processor's statements for that row, from one plain client per connection (the
- * ceiling the whole pipeline is held against). `--shape publish` is what an
+ * then the processor's statements for that row, from one plain client per pair of
+ * connections (ingest's autocommit one and the processor's; the ceiling the whole pipeline
+ * is held against). `--shape publish` is what an
  * acknowledgement must cost: the reservation INSERT, then the callback message published
  * with the producer settings ingest uses and its delivery report waited for.
  * (`drain` is in bench_drain.c.)
@@ -36,30 +38,25 @@
  * is not: it is cblog_reserve itself). */
 static const char *SQL_ORDER =
     "INSERT INTO orders (merchant_id, out_trade_no, amount, currency) VALUES (?, ?, ?, ?)";
-static const char *SQL_PRECHECK =
-    "SELECT c.status, c.retry_count, (SELECT COUNT(*) FROM pay_callback_log e FORCE INDEX "
-    "(idx_order) WHERE e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND "
-    "e.status = 0 AND e.retry_count = 0 AND (e.created_at < c.created_at OR (e.created_at = "
-    "c.created_at AND e.id < c.id))) + (SELECT COUNT(*) FROM refund_callback_log e FORCE "
-    "INDEX (idx_order) WHERE e.merchant_id = c.merchant_id AND e.out_trade_no = "
-    "c.out_trade_no AND e.status = 0 AND e.retry_count = 0 AND e.created_at < c.created_at), "
-    "TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000 FROM pay_callback_log c WHERE "
-    "c.id = ?";
-static const char *SQL_LOCK_ROW =
-    "SELECT merchant_id, channel, channel_trade_no, out_trade_no, CAST(amount AS CHAR), "
-    "currency, status, retry_count, LEFT(DATE_FORMAT(created_at, '%Y-%m-%d %H:%i:%s.%f'), "
-    "23), LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23) FROM pay_callback_log "
-    "WHERE id = ? FOR UPDATE";
-static const char *SQL_LOCK_ORDER =
-    "SELECT id, CAST(amount AS CHAR), currency, status, IFNULL(channel, ''), "
-    "IFNULL(channel_trade_no, ''), CAST(refunded_amount AS CHAR) FROM orders WHERE "
-    "merchant_id = ? AND out_trade_no = ? FOR UPDATE";
-static const char *SQL_PAY_ORDER =
-    "UPDATE orders SET status = 'PAID', paid_at = NOW(3), channel = ?, channel_trade_no = ? "
-    "WHERE merchant_id = ? AND out_trade_no = ? AND status = 'PENDING'";
-static const char *SQL_EVENT =
+static const char *SQL_LOCK =
+    "SELECT c.merchant_id, c.channel, c.channel_trade_no, '', c.out_trade_no, CAST(c.amount AS "
+    "CHAR), 0, c.currency, '', c.status, c.retry_count, LEFT(DATE_FORMAT(c.created_at, "
+    "'%Y-%m-%d %H:%i:%s.%f'), 23), LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23), "
+    "(SELECT COUNT(*) FROM pay_callback_log e FORCE INDEX (idx_order) WHERE e.merchant_id = "
+    "c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND (e.created_at < "
+    "c.created_at OR (e.created_at = c.created_at AND e.id < c.id))), TIMESTAMPDIFF(MICROSECOND, "
+    "c.created_at, NOW(3)) DIV 1000, IFNULL(o.id, 0), IFNULL(CAST(o.amount AS CHAR), ''), "
+    "IFNULL(o.currency, ''), IFNULL(o.status, ''), IFNULL(o.channel, ''), "
+    "IFNULL(o.channel_trade_no, ''), IFNULL(CAST(o.refunded_amount AS CHAR), '') FROM "
+    "pay_callback_log c LEFT JOIN orders o ON o.merchant_id = c.merchant_id AND o.out_trade_no "
+    "= c.out_trade_no WHERE c.id = ? FOR UPDATE";
+static const char *SQL_PAID_DONE =
+    "UPDATE orders o, pay_callback_log c SET o.status = 'PAID', o.paid_at = NOW(3), "
+    "o.channel = ?, o.channel_trade_no = ?, c.status = 1, c.outcome = 'paid', "
+    "c.done_at = NOW(3) WHERE o.id = ? AND o.status = 'PENDING' AND c.id = ? AND c.status = 0";
+static const char *SQL_EVENTS_2 =
     "INSERT INTO order_events (event_id, merchant_id, out_trade_no, event_type, payload, "
-    "callback_id) VALUES (?, ?, ?, ?, ?, ?)";
+    "callback_id) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)";
 /*
  * After a run, untimed: its order events are marked sent. Nothing publishes them, and left
  * unsent the retrier's outbox sweep would relay every one of them in whatever `make bench`
@@ -68,10 +65,6 @@ static const char *SQL_EVENT =
 static const char *SQL_EVENTS_SENT =
     "UPDATE order_events SET sent_at = NOW(3) WHERE merchant_id = 'default' AND out_trade_no "
     "LIKE CONCAT(?, '-%') AND sent_at IS NULL";
-static const char *SQL_DONE =
-    "UPDATE pay_callback_log SET status = 1, outcome = ?, done_at = NOW(3) WHERE id = ? AND "
-    "status = 0";
-
 /* What one item of a ceiling run is (--shape). */
 enum shape { SH_RESERVE, SH_PROCESS, SH_PAYMENT, SH_PUBLISH };
 static const char *const SHAPES[] = {"reserve", "process", "payment", "publish"};
@@ -126,70 +119,59 @@ one_reserve(struct db *db, const char *run, int i, unsigned long long *id)
 	return cblog_reserve(db, &r, id);
 }
 
-/* one_events - the two order-event outbox INSERTs of the payment in row id (s: its row). */
+/* one_events - the two order-event outbox rows of the payment in row id, one INSERT. */
 static enum db_rc
-one_events(struct db *db, unsigned long long id, char s[10][160])
+one_events(struct db *db, unsigned long long id, char s[22][160])
 {
 	static const char *const types[2] = {"order.paid.shipment", "order.paid.points"};
-	char payload[1200], event_id[MSG_EVENT_ID_MAX + 1];
+	char payload[2][1200], event_id[2][MSG_EVENT_ID_MAX + 1];
+	struct db_in in[12];
 	unsigned long long ev = 0;
-	enum db_rc rc;
 
 	for (int k = 0; k < 2; k++) {
-		if (msg_event_id(s[0], s[3], types[k], NULL, event_id, sizeof(event_id)) < 0)
+		if (msg_event_id(s[0], s[4], types[k], NULL, event_id[k], sizeof(event_id[k])) < 0)
 			return DB_FATAL;
 		snprintf(
-		    payload, sizeof(payload),
+		    payload[k], sizeof(payload[k]),
 		    "{\"v\":1,\"event_id\":\"%s\",\"event_type\":\"%s\",\"merchant_id\":\"%s\","
 		    "\"out_trade_no\":\"%s\",\"amount\":\"%s\",\"currency\":\"%s\","
 		    "\"channel\":\"%s\",\"channel_trade_no\":\"%s\",\"callback_id\":%llu,"
 		    "\"at\":\"%s\"}",
-		    event_id, types[k], s[0], s[3], s[4], s[5], s[1], s[2], id, s[9]);
-		struct db_in in[6] = {DBI_STR(event_id), DBI_STR(s[0]),    DBI_STR(s[3]),
-		                      DBI_STR(types[k]), DBI_STR(payload), DBI_I64(id)};
-		if ((rc = db_exec(db, SQL_EVENT, in, 6, NULL, &ev)) != DB_OK)
-			return rc;
+		    event_id[k], types[k], s[0], s[4], s[5], s[7], s[1], s[2], id, s[12]);
+		in[6 * k] = DBI_STR(event_id[k]);
+		in[6 * k + 1] = DBI_STR(s[0]);
+		in[6 * k + 2] = DBI_STR(s[4]);
+		in[6 * k + 3] = DBI_STR(types[k]);
+		in[6 * k + 4] = DBI_STR(payload[k]);
+		in[6 * k + 5] = DBI_I64(id);
 	}
-	return DB_OK;
+	return db_exec(db, SQL_EVENTS_2, in, 12, NULL, &ev);
 }
 
-/* one_process - the processor's statements for the payment in row id. */
+/* one_process - the processor's statements for the payment in row id (db: autocommit off). */
 static enum db_rc
 one_process(struct db *db, unsigned long long id)
 {
-	char s[10][160], o[7][160];
+	static const char ints[] = {6, 9, 10, 13, 14, 15};
+	char s[22][160];
 	struct db_in in1[1] = {DBI_I64(id)};
-	struct db_out st[4] = {DBO_I64(), DBO_I64(), DBO_I64(), DBO_I64()};
-	struct db_out row[10], ord[7];
+	struct db_out row[22];
 	unsigned long long n = 0;
 	enum db_rc rc;
 
-	for (int k = 0; k < 10; k++)
-		row[k] = k == 6 || k == 7 ? DBO_I64() : DBO_STR(s[k], sizeof(s[k]));
-	for (int k = 0; k < 7; k++)
-		ord[k] = k == 0 ? DBO_I64() : DBO_STR(o[k], sizeof(o[k]));
-	if ((rc = db_query(db, SQL_PRECHECK, in1, 1, st, 4, NULL, NULL, &n)) != DB_OK ||
-	    (rc = db_begin(db)) != DB_OK ||
-	    (rc = db_query(db, SQL_LOCK_ROW, in1, 1, row, 10, NULL, NULL, &n)) != DB_OK)
+	for (int k = 0; k < 22; k++)
+		row[k] = memchr(ints, k, sizeof(ints)) ? DBO_I64() : DBO_STR(s[k], sizeof(s[k]));
+	if ((rc = db_begin(db)) != DB_OK ||
+	    (rc = db_query(db, SQL_LOCK, in1, 1, row, 22, NULL, NULL, &n)) != DB_OK)
 		goto fail;
 	{
-		struct db_in in[2] = {DBI_STR(s[0]), DBI_STR(s[3])};
-		if ((rc = db_query(db, SQL_LOCK_ORDER, in, 2, ord, 7, NULL, NULL, &n)) != DB_OK)
+		struct db_in in[4] = {DBI_STR(s[1]), DBI_STR(s[2]), DBI_I64(row[15].i),
+		                      DBI_I64(id)};
+		if ((rc = db_exec(db, SQL_PAID_DONE, in, 4, &n, NULL)) != DB_OK)
 			goto fail;
 	}
-	{
-		struct db_in in[4] = {DBI_STR(s[1]), DBI_STR(s[2]), DBI_STR(s[0]), DBI_STR(s[3])};
-		if ((rc = db_exec(db, SQL_PAY_ORDER, in, 4, &n, NULL)) != DB_OK)
-			goto fail;
-	}
-	if ((rc = one_events(db, id, s)) != DB_OK)
+	if ((rc = one_events(db, id, s)) != DB_OK || (rc = db_commit(db)) != DB_OK)
 		goto fail;
-	{
-		struct db_in in[2] = {DBI_STR("paid"), DBI_I64(id)};
-		if ((rc = db_exec(db, SQL_DONE, in, 2, &n, NULL)) != DB_OK ||
-		    (rc = db_commit(db)) != DB_OK)
-			goto fail;
-	}
 	return DB_OK;
 fail:
 	if (!db->broken)
@@ -226,20 +208,20 @@ one_publish(struct ceiling *c, struct db *db, int i)
 	return DB_OK;
 }
 
-/* one_item - item i of the run, in its shape. */
+/* one_item - item i of the run, in its shape (pdb: the processor's connection). */
 static enum db_rc
-one_item(struct ceiling *c, struct db *db, int i)
+one_item(struct ceiling *c, struct db *db, struct db *pdb, int i)
 {
 	unsigned long long id;
 	enum db_rc rc;
 
 	switch (c->shape) {
 	case SH_PROCESS:
-		return one_process(db, c->rows[i]);
+		return one_process(pdb, c->rows[i]);
 	case SH_PAYMENT:
 		if ((rc = one_reserve(db, c->run, i, &id)) != DB_OK)
 			return rc;
-		return one_process(db, id);
+		return one_process(pdb, id);
 	case SH_PUBLISH:
 		return one_publish(c, db, i);
 	case SH_RESERVE:
@@ -252,24 +234,34 @@ static void *
 ceiling_thread(void *arg)
 {
 	struct ceiling *c = arg;
-	struct db db;
+	struct db db, pdb;
+	int two = c->shape == SH_PROCESS || c->shape == SH_PAYMENT;
 
-	if (db_open(&db, &c->cf->db) != DB_OK) {
-		snprintf(c->err, sizeof(c->err), "%s", db.last_error);
+	memset(&pdb, 0, sizeof(pdb));
+	/* The processor's statements run on a connection of their own with autocommit off, as
+	 * a processor worker's (processor_core.c); the reservation on ingest's kind. */
+	if (db_open(&db, &c->cf->db) != DB_OK ||
+	    (two && (db_open(&pdb, &c->cf->db) != DB_OK || db_manual_commit(&pdb) != DB_OK))) {
+		snprintf(c->err, sizeof(c->err), "%s",
+		         db.last_error[0] ? db.last_error : pdb.last_error);
 		c->failed = c->count;
-		return NULL;
+		goto done;
 	}
 	for (int i = c->index; i < c->count; i += c->conc) {
 		long long t0 = clock_mono_us();
 
-		if (one_item(c, &db, i) != DB_OK) {
+		if (one_item(c, &db, &pdb, i) != DB_OK) {
 			c->failed++;
-			snprintf(c->err, sizeof(c->err), "%s", db.last_error);
+			snprintf(c->err, sizeof(c->err), "%s",
+			         pdb.last_error[0] ? pdb.last_error : db.last_error);
 			continue;
 		}
 		sim_lat_add(c->lat, clock_mono_us() - t0);
 	}
+done:
 	db_close(&db);
+	if (two)
+		db_close(&pdb);
 	return NULL;
 }
 
