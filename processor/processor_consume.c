@@ -482,10 +482,19 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 void
 proc_wake_workers(struct proc *p)
 {
-	/* rd_kafka_yield ends a worker's poll now; the consumer queue is the poll's queue. */
-	for (int i = 0; i < p->nworkers; i++)
-		if (p->workers[i].rk != NULL)
-			rd_kafka_yield(p->workers[i].rk);
+	/*
+	 * The consumer queue is the one rd_kafka_consumer_poll waits on; yielding it ends that
+	 * wait now. rd_kafka_yield, which yields the main queue, does not reach it.
+	 */
+	for (int i = 0; i < p->nworkers; i++) {
+		rd_kafka_queue_t *q;
+
+		if (p->workers[i].rk == NULL ||
+		    (q = rd_kafka_queue_get_consumer(p->workers[i].rk)) == NULL)
+			continue;
+		rd_kafka_queue_yield(q);
+		rd_kafka_queue_destroy(q);
+	}
 }
 
 /*
