@@ -235,6 +235,14 @@ int proc_daemon_drain(void *state);
 /* processor_consume.c */
 /* Stops every worker and makes the process exit with code; the first caller's code wins. */
 void proc_request_exit(struct proc *p, int code);
+/* Ends every worker's poll now, so that a stop is seen at once. */
+void proc_wake_workers(struct proc *p);
+/*
+ * The longest a worker's poll waits when no hold is due sooner. Only an idle worker waits
+ * this long: a message, a due hold or a stop ends the wait (docs/performance.md, "Kafka's
+ * cost per payment and idle"); 100 ms woke every idle worker ten times a second.
+ */
+#define PROC_POLL_IDLE_MS 1000
 void *proc_worker_main(void *arg);
 void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
                     void *opaque);

@@ -163,6 +163,22 @@ proc_holds_release(struct proc_worker *w)
 }
 
 /*
+ * proc_poll_ms - how long the next poll may wait: until the earliest hold is due, and at most
+ * PROC_POLL_IDLE_MS. A message ends the wait at once, and so does a stop (proc_wake_workers),
+ * so the bound only decides how often an idle worker wakes for nothing.
+ */
+static int
+proc_poll_ms(const struct proc_worker *w)
+{
+	long long now = clock_wall_ms(), ms = PROC_POLL_IDLE_MS;
+
+	for (int i = 0; i < w->nholds; i++)
+		if (w->holds[i].due_ms - now < ms)
+			ms = w->holds[i].due_ms - now;
+	return ms < 0 ? 0 : (int)ms;
+}
+
+/*
  * proc_first_seen - when this worker first saw the message at offset of a delay-topic
  * partition: remembered while the partition's head is held, so the hold is recomputed
  * from the same moment when the message comes back. *fresh is set when it is seen now for
@@ -463,6 +479,24 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 	proc_flush(w, ms, cbs, n);
 }
 
+void
+proc_wake_workers(struct proc *p)
+{
+	/*
+	 * The consumer queue is the one rd_kafka_consumer_poll waits on; yielding it ends that
+	 * wait now. rd_kafka_yield, which yields the main queue, does not reach it.
+	 */
+	for (int i = 0; i < p->nworkers; i++) {
+		rd_kafka_queue_t *q;
+
+		if (p->workers[i].rk == NULL ||
+		    (q = rd_kafka_queue_get_consumer(p->workers[i].rk)) == NULL)
+			continue;
+		rd_kafka_queue_yield(q);
+		rd_kafka_queue_destroy(q);
+	}
+}
+
 /*
  * proc_request_exit - asks the whole process to stop with exit code code. It lives with the
  * workers, which are its first callers, so the daemon calls down into this module and this
@@ -476,6 +510,7 @@ proc_request_exit(struct proc *p, int code)
 	/* The first reason wins; every worker then stops. */
 	atomic_compare_exchange_strong(&p->exit_code, &none, code);
 	atomic_store(&p->stop, 1);
+	proc_wake_workers(p);
 	/* The loop waits until woken: this is what tells it. */
 	daemon_wake();
 }
@@ -497,7 +532,7 @@ proc_worker_main(void *arg)
 			break;
 		}
 		proc_holds_release(w);
-		if ((m = rd_kafka_consumer_poll(w->rk, 100)) == NULL)
+		if ((m = rd_kafka_consumer_poll(w->rk, proc_poll_ms(w))) == NULL)
 			continue;
 		proc_take(w, m);
 	}

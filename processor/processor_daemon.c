@@ -149,6 +149,7 @@ proc_daemon_drain(void *state)
 	int left, rc = 0;
 
 	atomic_store(&p->stop, 1);
+	proc_wake_workers(p);
 	for (int i = 0; i < p->nworkers; i++)
 		if (p->workers[i].started)
 			pthread_join(p->workers[i].thread, NULL);
