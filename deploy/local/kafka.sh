@@ -188,11 +188,7 @@ cmd_up() {
 
 cmd_down() {
 	local pid t0
-	take_lock "$NAME"
-	if ! pid=$(running_pid); then
-		say "$NAME" "not running"
-		return 0
-	fi
+	down_begin "$NAME" || return 0
 	t0=$(now_ms)
 	# SIGTERM runs the broker's shutdown hook: a controlled shutdown that closes the
 	# logs cleanly, so the next start needs no log recovery.

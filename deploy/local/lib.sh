@@ -188,6 +188,18 @@ take_lock() {
 	flock -w 180 "$PAYCB_LOCK_FD" || die "$name" "another $name script holds $PAYCB_VAR/run/$name.lock"
 }
 
+# down_begin NAME - the start of a server's `down`: takes NAME's lock and sets the caller's
+# pid to the running server's (running_pid, defined by each server's script); when none
+# runs, says so and returns 1.
+down_begin() {
+	take_lock "$1"
+	if pid=$(running_pid); then
+		return 0
+	fi
+	say "$1" "not running"
+	return 1
+}
+
 # start_detached LOG PIDFILE CMD... - run CMD in its own session, so it survives this
 # script and a Ctrl-C sent to `make`, with stdout and stderr appended to LOG.
 # setsid does not fork here (a background job of a non-interactive shell is not a

@@ -193,11 +193,7 @@ cmd_up() {
 
 cmd_down() {
 	local pid t0
-	take_lock "$NAME"
-	if ! pid=$(running_pid); then
-		say "$NAME" "not running"
-		return 0
-	fi
+	down_begin "$NAME" || return 0
 	t0=$(now_ms)
 	# mariadb-admin shutdown is the documented clean path (InnoDB flushes, pid file is
 	# removed); if the admin account does not work, SIGTERM does the same thing.

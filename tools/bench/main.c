@@ -17,10 +17,7 @@
 #include "chan_conf.h"
 #include "daemon.h"
 #include "log.h"
-
-#ifndef PAYCB_VERSION
-#define PAYCB_VERSION "0.0.0"
-#endif
+#include "tool.h"
 
 static void
 usage(FILE *fp)
@@ -37,28 +34,15 @@ usage(FILE *fp)
 int
 main(int argc, char **argv)
 {
-	const char *cmd = argc > 1 ? argv[1] : "";
+	static const struct tool_cmd cmds[] = {
+	    {"dbceiling", bench_dbceiling_main},
+	    {"drain", bench_drain_main},
+	};
 
 	log_init("paycb-bench");
 	/* Every tool reads the whole file, the channels' merchant settings too. */
 	if (chan_conf_use() != 0)
 		return EXIT_SOFTWARE;
-	/* Line by line, so the figures interleave with bench.sh's own output. */
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-		usage(stdout);
-		return 0;
-	}
-	if (strcmp(cmd, "--version") == 0) {
-		printf("paycb-bench %s\n", PAYCB_VERSION);
-		return 0;
-	}
-	/* Each command parses its own options after its name. */
-	argv[1] = argv[0];
-	if (strcmp(cmd, "dbceiling") == 0)
-		return bench_dbceiling_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "drain") == 0)
-		return bench_drain_main(argc - 1, argv + 1);
-	usage(stderr);
-	return EXIT_USAGE;
+	return tool_main("paycb-bench", cmds, (int)(sizeof(cmds) / sizeof(cmds[0])), usage, argc,
+	                 argv);
 }

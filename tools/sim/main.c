@@ -22,11 +22,8 @@
 #include "chan_conf.h"
 #include "daemon.h"
 #include "log.h"
+#include "tool.h"
 #include "sim.h"
-
-#ifndef PAYCB_VERSION
-#define PAYCB_VERSION "0.0.0"
-#endif
 
 #define SIM_MAX_SETS 64
 
@@ -303,34 +300,15 @@ cmd_run(int argc, char **argv)
 int
 main(int argc, char **argv)
 {
-	const char *cmd = argc > 1 ? argv[1] : "";
+	static const struct tool_cmd cmds[] = {
+	    {"keys", cmd_keys},      {"conf", cmd_conf},    {"run", cmd_run},
+	    {"junk", sim_junk_main}, {"api", sim_api_main},
+	};
 
 	log_init("paycb-sim");
 	/* Every tool reads the whole file, the channels' merchant settings too. */
 	if (chan_conf_use() != 0)
 		return EXIT_SOFTWARE;
-	/* Line by line, so the report interleaves with the progress lines on stderr. */
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-		usage(stdout);
-		return 0;
-	}
-	if (strcmp(cmd, "--version") == 0) {
-		printf("paycb-sim %s\n", PAYCB_VERSION);
-		return 0;
-	}
-	/* Each command parses its own options after its name. */
-	argv[1] = argv[0];
-	if (strcmp(cmd, "keys") == 0)
-		return cmd_keys(argc - 1, argv + 1);
-	if (strcmp(cmd, "conf") == 0)
-		return cmd_conf(argc - 1, argv + 1);
-	if (strcmp(cmd, "run") == 0)
-		return cmd_run(argc - 1, argv + 1);
-	if (strcmp(cmd, "junk") == 0)
-		return sim_junk_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "api") == 0)
-		return sim_api_main(argc - 1, argv + 1);
-	usage(stderr);
-	return EXIT_USAGE;
+	return tool_main("paycb-sim", cmds, (int)(sizeof(cmds) / sizeof(cmds[0])), usage, argc,
+	                 argv);
 }
