@@ -10,12 +10,12 @@
  * already stored the notification.
  *
  * Due chains sit in one min-heap ordered by due time and then by a random tie, so chains due
- * together go out in random order; each heap entry carries its keys, so a push or a pop reads
- * one contiguous array rather than a delivery record per level. --concurrency worker threads
- * each own one keep-alive connection and take the engine's lock once per push: to book its
- * answer and to take the next due chain in the same turn. Storm copies are different: each has its
- * own connection, opened beforehand, and one thread sends them all at their instant (sim_storm.c);
- * their re-pushes, if any, join the heap.
+ * together go out in random order; each heap entry carries its keys, so a push or a pop
+ * reads one contiguous array rather than a delivery record per level. --concurrency worker
+ * threads each own one keep-alive connection and take the engine's lock once per push: to
+ * book its answer and to take the next due chain in the same turn. Storm copies are
+ * different: each has its own connection, opened beforehand, and one thread sends them all
+ * at their instant (sim_storm.c); their re-pushes, if any, join the heap.
  */
 #include <errno.h>
 #include <stdio.h>
