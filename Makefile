@@ -171,6 +171,7 @@ TEST_LIBS_test_money                 := common
 TEST_LIBS_test_msg                   := common
 TEST_LIBS_test_notify_table          := tsup_sim tools_sim chan common
 TEST_LIBS_test_reload                := tsup_sim tools_sim chan common
+TEST_LIBS_test_sim_http              := tools_sim common
 TEST_LIBS_test_vectors_alipay        := tsup_sim chan common
 TEST_LIBS_test_vectors_stripe        := tsup_sim chan common
 TEST_LIBS_test_vectors_wxpay         := tsup_sim chan common

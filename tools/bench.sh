@@ -15,7 +15,8 @@
 #   4. end to end: the whole pipeline's maximum rate with everything running, beside the
 #      database-only ceiling of whole payments (--shape payment: the reservation and the
 #      processor's transaction by plain clients), then ack -> order PAID at half of it;
-#   5. CPU seconds per component during phases 1, 3 and 4 (from /proc/PID/stat), and the CPU
+#   5. CPU seconds per component during phases 1, 3 and 4 (from /proc/PID/stat; the
+#      simulator's deliver_cpu_ms, from its first push until no chain is open), and the CPU
 #      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4; for phase 4
 #      and idle also round trips to MariaDB and requests to the broker per process (ss -ti),
 #      MariaDB's statements and commits, and wake-ups (context switches);
@@ -200,7 +201,7 @@ for c in 8 64 256; do
 	"${SIMRUN[@]}" -c "$B/ingest-only.conf" --keys "$B/keys" --scenario load --orders "$N_INGEST" \
 		--concurrency "$c" --ingest-only --wait 300 --report "$B/ingest-$c.kv" \
 		>"$B/log/sim-ingest-$c.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-$c.log"; exit 1; }
-	[[ $c == 64 ]] && cpu_phase ingest end && CPU[ingest.sim]=$(kv "$B/ingest-$c.kv" cpu_ms)
+	[[ $c == 64 ]] && cpu_phase ingest end && CPU[ingest.sim]=$(kv "$B/ingest-$c.kv" deliver_cpu_ms)
 	say "database ceiling: $N_DB of ingest's INSERT from $c connections"
 	bin/paycb-bench dbceiling -c "$CONF" --shape reserve --concurrency "$c" --count "$N_DB" \
 		--report "$B/dbreserve-$c.kv" >"$B/log/dbceiling-reserve-$c.log" 2>&1 ||
@@ -305,7 +306,7 @@ cpu_phase e2emax begin
 bin/paycb-bench drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
 	--report "$B/e2emax.kv" >"$B/log/drain-e2e-max.log" 2>&1 || { cat "$B/log/drain-e2e-max.log"; exit 1; }
 cpu_phase e2emax end
-CPU[e2emax.sim]=$(kv "$B/e2emax-run.kv" cpu_ms)
+CPU[e2emax.sim]=$(kv "$B/e2emax-run.kv" deliver_cpu_ms)
 MAX=$(kv "$B/e2emax.kv" drain_rate)
 RATE=$((MAX / 2 > 1 ? MAX / 2 : 1))
 E2E_N=$((RATE * 30))
@@ -317,7 +318,7 @@ cpu_phase e2e begin
 	{ tail -n 30 "$B/log/sim-e2e.log"; exit 1; }
 cpu_phase e2e end
 act_snap e2e end
-CPU[e2e.sim]=$(kv "$B/e2e.kv" cpu_ms)
+CPU[e2e.sim]=$(kv "$B/e2e.kv" deliver_cpu_ms)
 
 # ---- 5b. idle ------------------------------------------------------------------------------
 # Everything still running and no traffic: what the processes cost while nothing happens
@@ -402,7 +403,8 @@ report() {
 		"p99.9 $(ms "$(kv "$B/e2e.kv" e2e_p999_us)") ms (polled every 10 ms);" \
 		"ack p99 $(ms "$(kv "$B/e2e.kv" ack_p99_us)") ms; outcome mismatches: $(kv "$B/e2e.kv" mismatches)"
 	echo
-	echo "5. CPU seconds per component (from /proc/PID/stat; the simulator from getrusage)"
+	echo "5. CPU seconds per component (from /proc/PID/stat; the simulator from getrusage while it" \
+		"delivers, its order creation and signing before the clock left out)"
 	printf '   %-34s %8s %11s %8s %8s %8s %8s | %s\n' phase ingest processors retrier mariadb kafka sim \
 		"CPU ms per callback"
 	for ph in "ingest:1. ingest, 64 clients, $N_INGEST:$N_INGEST" \

@@ -353,6 +353,7 @@ struct sim_stats {
 	struct sim_lat ack, e2e;
 	atomic_int paid_seen;
 	int paid_expected;
+	long long deliver_cpu_ms; /* CPU from the engine's start until no chain was open */
 };
 void sim_stats_init(struct sim_stats *s);
 void sim_stats_free(struct sim_stats *s);

@@ -10,10 +10,12 @@
  * already stored the notification.
  *
  * Due chains sit in one min-heap ordered by due time and then by a random tie, so chains due
- * together go out in random order. --concurrency worker threads each own one keep-alive
- * connection. Storm copies are different: each has its own connection, opened beforehand,
- * and one thread sends them all at their instant (sim_storm.c); their re-pushes, if any,
- * join the heap.
+ * together go out in random order; each heap entry carries its keys, so a push or a pop
+ * reads one contiguous array rather than a delivery record per level. --concurrency worker
+ * threads each own one keep-alive connection and take the engine's lock once per push: to
+ * book its answer and to take the next due chain in the same turn. Storm copies are
+ * different: each has its own connection, opened beforehand, and one thread sends them all
+ * at their instant (sim_storm.c); their re-pushes, if any, join the heap.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +35,13 @@ static const int stripe_schedule[] = {300, 600, 1200, 2400, 4800, 9600, 19200, 3
 
 #define SIM_STACK (256 * 1024)
 
+/* A heap entry: a delivery and the keys it is ordered by, copied from it when pushed. */
+struct slot {
+	long long due_us;
+	uint64_t tie;
+	int d;
+};
+
 struct sim_engine {
 	struct sim_plan *p;
 	const struct sim_merchant *m;
@@ -42,7 +51,8 @@ struct sim_engine {
 	int port;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int *heap, nheap;
+	struct slot *heap;
+	int nheap;
 	int pending, connected, stop;
 	int timing; /* a worker waits for the heap's head to fall due */
 	long long t0;
@@ -55,48 +65,47 @@ struct sim_engine {
 /* ---- the heap ------------------------------------------------------------------------ */
 
 static int
-before(const struct sim_engine *e, int a, int b)
+before(const struct slot *x, const struct slot *y)
 {
-	const struct sim_delivery *x = &e->p->dels[a], *y = &e->p->dels[b];
-
 	return x->due_us < y->due_us || (x->due_us == y->due_us && x->tie < y->tie);
 }
 
 static void
 heap_push(struct sim_engine *e, int d)
 {
+	struct sim_delivery *dl = &e->p->dels[d];
+	struct slot v = {dl->due_us, dl->tie, d};
 	int i = e->nheap++;
 
-	e->heap[i] = d;
-	while (i > 0 && before(e, e->heap[i], e->heap[(i - 1) / 2])) {
-		int t = e->heap[i];
+	while (i > 0 && before(&v, &e->heap[(i - 1) / 2])) {
 		e->heap[i] = e->heap[(i - 1) / 2];
-		e->heap[(i - 1) / 2] = t;
 		i = (i - 1) / 2;
 	}
-	e->p->dels[d].state = D_QUEUED;
+	e->heap[i] = v;
+	dl->state = D_QUEUED;
 }
 
 static int
 heap_pop(struct sim_engine *e)
 {
-	int top = e->heap[0], i = 0;
+	int top = e->heap[0].d, i = 0;
+	struct slot v = e->heap[--e->nheap];
 
-	e->heap[0] = e->heap[--e->nheap];
 	for (;;) {
-		int l = 2 * i + 1, r = l + 1, s = i, t;
+		int l = 2 * i + 1, r = l + 1, s = -1;
+		const struct slot *m = &v;
 
-		if (l < e->nheap && before(e, e->heap[l], e->heap[s]))
-			s = l;
-		if (r < e->nheap && before(e, e->heap[r], e->heap[s]))
+		if (l < e->nheap && before(&e->heap[l], m))
+			m = &e->heap[s = l];
+		if (r < e->nheap && before(&e->heap[r], m))
 			s = r;
-		if (s == i)
+		if (s < 0)
 			break;
-		t = e->heap[i];
 		e->heap[i] = e->heap[s];
-		e->heap[s] = t;
 		i = s;
 	}
+	if (e->nheap > 0)
+		e->heap[i] = v;
 	return top;
 }
 
@@ -162,12 +171,15 @@ finish(struct sim_engine *e, int di, int ok, long long now)
 	pthread_cond_broadcast(&e->cv);
 }
 
-/* book - counts the answer a of one push of d (sent: a request went out) and books it. */
-static void
-book(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
+/*
+ * count - counts the answer a of one push of d (sent: a request went out) without the
+ * engine's lock; returns whether it is the channel's success answer. The latency sample is
+ * the caller's to add, under the lock it takes anyway.
+ */
+static int
+count(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
 {
 	const struct sim_note *n = &e->p->notes[e->p->dels[di].note];
-	long long t;
 	int ok = 0;
 
 	if (!sent) {
@@ -180,18 +192,36 @@ book(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
 		                  [a->status > 0 && a->status < SIM_STATUS_MAX ? a->status : 0],
 		    1);
 		ok = sim_answer_ok(n->ch, a);
-		if (a->status > 0)
-			sim_lat_add(&e->st->ack, a->us);
 		atomic_fetch_add(a->status == 0 ? &e->st->errors
 		                 : ok           ? &e->st->ok
 		                                : &e->st->failed,
 		                 1);
 	}
-	t = clock_mono_us();
+	return ok;
+}
+
+/* book_locked - books the answer of one push of di, read at t: its latency sample and what
+ * follows from it (finish); called with the engine's lock held. t is taken before the lock,
+ * so waiting for it delays neither the ack -> PAID start nor the chains released by it. */
+static void
+book_locked(struct sim_engine *e, int di, const struct sim_answer *a, int ok, long long t)
+{
+	if (a->status > 0)
+		sim_lat_add(&e->st->ack, a->us);
 	if (ok)
 		atomic_store(&e->st->last_ok_us, t);
-	pthread_mutex_lock(&e->mu);
 	finish(e, di, ok, t);
+}
+
+/* book - counts and books the answer of one push of di (a storm copy's). */
+static void
+book(struct sim_engine *e, int di, const struct sim_answer *a, int sent)
+{
+	int ok = count(e, di, a, sent);
+	long long t = clock_mono_us();
+
+	pthread_mutex_lock(&e->mu);
+	book_locked(e, di, a, ok, t);
 	pthread_mutex_unlock(&e->mu);
 }
 
@@ -213,23 +243,25 @@ prepare(struct sim_engine *e, int di, time_t now, char *headers, size_t hlen)
 	return b;
 }
 
-/* push - sends delivery di once on c and books the answer. */
-static void
-push(struct sim_engine *e, struct sim_conn *c, int di)
+/* push - sends delivery di once on c, with the engine's lock released, and counts the
+ * answer in a; returns whether it is the channel's success answer. */
+static int
+push(struct sim_engine *e, struct sim_conn *c, int di, struct sim_answer *a)
 {
 	const char *path = e->p->notes[e->p->dels[di].note].path;
 	char headers[2048];
 	struct sim_blob *b = prepare(e, di, time(NULL), headers, sizeof(headers));
-	struct sim_answer a;
 	long long zero = 0;
+	int ok;
 
-	memset(&a, 0, sizeof(a));
+	memset(a, 0, sizeof(*a));
 	if (b != NULL) {
 		atomic_compare_exchange_strong(&e->st->first_send_us, &zero, clock_mono_us());
-		sim_http_post(c, path, headers, b->body, b->len, e->o->timeout_ms, &a);
+		sim_http_post(c, path, headers, b->body, b->len, e->o->timeout_ms, a);
 	}
-	book(e, di, &a, b != NULL);
+	ok = count(e, di, a, b != NULL);
 	sim_blob_put(b);
+	return ok;
 }
 
 /* ---- threads ------------------------------------------------------------------------- */
@@ -257,16 +289,21 @@ worker(void *arg)
 		long long now = clock_mono_us();
 		struct timespec ts;
 
-		if (e->nheap > 0 && e->p->dels[e->heap[0]].due_us <= now && e->t0 > 0) {
-			int di = heap_pop(e);
+		if (e->nheap > 0 && e->heap[0].due_us <= now && e->t0 > 0) {
+			int di = heap_pop(e), ok;
+			struct sim_answer a;
+			long long t;
 
 			e->p->dels[di].state = D_BUSY;
 			/* Someone else is to wait for the next one. */
 			if (e->nheap > 0)
 				pthread_cond_signal(&e->cv);
 			pthread_mutex_unlock(&e->mu);
-			push(e, &c, di);
+			ok = push(e, &c, di, &a);
+			t = clock_mono_us();
+			/* The answer is booked in the same turn of the lock that takes the next. */
 			pthread_mutex_lock(&e->mu);
+			book_locked(e, di, &a, ok, t);
 			continue;
 		}
 		/*
@@ -276,7 +313,7 @@ worker(void *arg)
 		 */
 		if (e->nheap > 0 && e->t0 > 0 && !e->timing) {
 			e->timing = 1;
-			abs_deadline(&ts, e->p->dels[e->heap[0]].due_us);
+			abs_deadline(&ts, e->heap[0].due_us);
 			pthread_cond_timedwait(&e->cv, &e->mu, &ts);
 			e->timing = 0;
 		} else {
@@ -397,7 +434,7 @@ sim_engine_start(struct sim_engine **out, struct sim_plan *p, const struct sim_m
 		pthread_cond_init(&e->cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	e->heap = calloc((size_t)p->ndels + 1, sizeof(int));
+	e->heap = calloc((size_t)p->ndels + 1, sizeof(*e->heap));
 	e->burst_dels = calloc((size_t)p->bursts + 1, sizeof(int));
 	e->threads = calloc((size_t)(o->concurrency + p->bursts), sizeof(pthread_t));
 	if (e->heap == NULL || e->burst_dels == NULL || e->threads == NULL)

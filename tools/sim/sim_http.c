@@ -152,12 +152,14 @@ parse_parts(char *buf, size_t got, int closed, struct parts *p)
 	p->status = atoi(buf + 9);
 	if (cl != NULL && cl < end)
 		clen = strtoll(cl + 17, NULL, 10);
+	/* 204 and 304 have no body whatever the headers say, so they end where their headers
+	 * do and leave the connection open (WeChat Pay's success answer is a 204 without
+	 * Content-Length: taken for the end of the connection, it cost a connection each). */
+	if (p->status == 204 || p->status == 304)
+		clen = 0;
 	p->keep = clen >= 0 && buf[7] == '1' &&
 	          !(conn != NULL && conn < end &&
 	            strncasecmp(conn + 13 + strspn(conn + 13, " "), "close", 5) == 0);
-	/* 204 and 304 have no body whatever the headers say. */
-	if (p->status == 204 || p->status == 304)
-		clen = 0;
 	if (clen >= 0 ? got < p->hlen + (size_t)clen : !closed)
 		return closed ? -1 : 1;
 	p->body_len = got - p->hlen;
@@ -194,6 +196,10 @@ sim_http_parse(char *buf, size_t got, int closed, struct sim_answer *a, int *kee
  * read_answer - reads one answer into the connection's buffer. Returns 0 with p filled, 1
  * when the connection closed before the first byte (a stale keep-alive connection), -1 on
  * anything else. p->keep says whether the connection may be reused.
+ *
+ * An answer is never there the instant its request left, so the socket is waited on first:
+ * a request costs one sendmsg, one poll and (for answers of one segment) one recv, not an
+ * extra recv that fails with EAGAIN.
  */
 static int
 read_answer(struct sim_conn *c, long long deadline_us, struct parts *p)
@@ -201,6 +207,8 @@ read_answer(struct sim_conn *c, long long deadline_us, struct parts *p)
 	size_t got = 0;
 
 	p->keep = 0;
+	if (wait_fd(c->fd, POLLIN, deadline_us) != 0)
+		return -1;
 	for (;;) {
 		ssize_t k;
 		int r = got > 0 ? parse_parts(c->buf, got, 0, p) : 1;
