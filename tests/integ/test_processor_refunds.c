@@ -259,6 +259,65 @@ alipay_and_stripe_paid_order_without_trade_is_confirmed_not_refunded(void **stat
 	}
 }
 
+/* ---- round trips ------------------------------------------------------------------------ */
+
+/* rt_refund - the worker's statements for one Stripe refund of order C-rt, which must end in
+ * outcome; calib is what two reads of the count in a row give. */
+static long long
+rt_refund(long long calib, const char *no, const char *amount, int cumulative, const char *status,
+          const char *outcome)
+{
+	char buf[64];
+	long long before = ord_worker_statements(), after;
+	unsigned long long r;
+
+	assert_true(before >= 0);
+	r = ord_refund("stripe", "C-rt", no, "pi_rt", amount, cumulative, "USD",
+	               cumulative ? "charge.refunded" : "refund.updated", status);
+	after = ord_worker_statements();
+	assert_true(after >= 0);
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), outcome);
+	print_message("# round trips: %s %lld\n", outcome, after - before - calib);
+	return after - before - calib;
+}
+
+/*
+ * Each refund outcome that moves money takes the payment's treatment (docs/performance.md,
+ * "Round trips"): one read measures the ledger, the refund number's entry and the order's
+ * order.refunded count; the order's and the row's conditional UPDATEs are one statement
+ * judged by 2 rows; the events go in one INSERT. So: lock, measure, ledger write, UPDATE,
+ * events, COMMIT. Until issue 21 a partial refund took 8, the last refund of an order 10.
+ */
+static void
+refund_round_trips_are_the_payments_treatment(void **state)
+{
+	long long a, b, calib, step;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(fx_order(&db, ORD_M, "C-rt", "30.00", "USD", "PENDING"), 0);
+	ord_pay("stripe", "C-rt", "pi_rt", "30.00", "USD");
+	a = ord_worker_statements();
+	b = ord_worker_statements();
+	assert_true(a >= 0 && b > a);
+	calib = b - a;
+	/* Two events share an INSERT only where the server gives it consecutive ids. */
+	step = harness_query_i64(&db, "SELECT @@innodb_autoinc_lock_mode <= 1", NULL, 0);
+	assert_int_equal(rt_refund(calib, "re_rt1", "10.00", 0, "succeeded", "refund_partial"), 6);
+	/* The same money told by the cumulative family: the ledger row, the row done. */
+	assert_int_equal(rt_refund(calib, "ch_rt:1000", "10.00", 1, "succeeded", "refund_covered"),
+	                 5);
+	assert_int_equal(rt_refund(calib, "re_rt2", "20.00", 0, "succeeded", "refunded"),
+	                 step == 1 ? 6 : 7);
+	assert_int_equal(ord_event_with("default|C-rt|order.refund|re_rt2", "20.00"), 1);
+	assert_int_equal(ord_event_with("default|C-rt|order.refunded", "30.00"), 1);
+	/* A reversal adds its alert's INSERT. */
+	assert_int_equal(rt_refund(calib, "re_rt2", "20.00", 0, "failed", "refund_reversed"), 7);
+	assert_string_equal(ord_status("C-rt", buf, sizeof(buf)), "REFUNDING");
+	assert_string_equal(ord_refunded("C-rt", buf, sizeof(buf)), "10.00");
+	assert_int_equal(ord_alerts("C-rt", "refund_reversed"), 1);
+}
+
 /* ---- the invariant over every order above ---------------------------------------------- */
 
 static void
@@ -282,6 +341,7 @@ main(void)
 	    cmocka_unit_test(refund_before_its_paid_twice_payment_on_wxpay_and_alipay),
 	    cmocka_unit_test(stripe_payment_of_another_amount_on_closed_or_paid_order_is_refunded),
 	    cmocka_unit_test(alipay_and_stripe_paid_order_without_trade_is_confirmed_not_refunded),
+	    cmocka_unit_test(refund_round_trips_are_the_payments_treatment),
 	    cmocka_unit_test(no_order_refunded_amount_differs_from_its_ledger),
 	};
 

@@ -71,5 +71,11 @@ long long ord_alerts(const char *order, const char *kind);
  * refund ledger's total, and their refund rows still pending (neither done nor dead). */
 long long ord_ledger_mismatches(const char *prefix);
 long long ord_refunds_pending(const char *prefix);
+/*
+ * The statements the in-process worker's connection has executed so far (its round trips
+ * to MariaDB), read on that connection; -1 on failure. Between two reads, the second read
+ * and the first's COMMIT count too: subtract what two reads in a row give.
+ */
+long long ord_worker_statements(void);
 
 #endif
