@@ -218,3 +218,9 @@ ord_worker_statements(void)
 		return -1;
 	return out[0].i;
 }
+
+struct proc *
+ord_processor(void)
+{
+	return ord_proc;
+}

@@ -19,6 +19,7 @@
 #define ORD_WAIT_MS 30000
 
 struct CMUnitTest;
+struct proc;
 
 /*
  * ord_run - runs the cases of one test program against an in-process processor of its
@@ -77,5 +78,8 @@ long long ord_refunds_pending(const char *prefix);
  * and the first's COMMIT count too: subtract what two reads in a row give.
  */
 long long ord_worker_statements(void);
+/* The in-process processor the group's cases apply through, for a case that drives it from
+ * a thread of its own (inproc_apply: no cmocka assertion outside the test's thread). */
+struct proc *ord_processor(void);
 
 #endif
