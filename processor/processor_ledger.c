@@ -12,9 +12,9 @@
  * lock was granted: the transaction's read view is created by its first consistent read,
  * the ordering guard's count in the opening read (processor_pay.c), which the server
  * evaluates after it has read and locked that statement's row and order (its const
- * tables). Checked by hand on MariaDB 10.11: a ledger row committed by the order lock's
- * holder while the opening read waited for it is seen by the read here; a consistent read
- * made before the opening read does not see it. Writes are single
+ * tables). test_processor_refunds checks it: a ledger row committed by the order lock's
+ * holder while the opening read waited for it is seen by the read here (a consistent read
+ * made before the opening read would not see it). Writes are single
  * INSERTs on unique keys and conditional UPDATEs judged by affected rows; a write that
  * finds the row changed returns DB_DUPLICATE, which the caller rolls back and retries.
  */
