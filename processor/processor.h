@@ -189,11 +189,12 @@ struct proc_order {
 /* The refund ledger of an order as the refund transaction measured it (processor_ledger.c). */
 struct proc_ledger_view {
 	struct dec_ledger now, after;
-	enum dec_entry entry;  /* this refund number's ledger row */
-	int64_t entry_amount;  /* its amount */
-	int64_t amount;        /* the notification's amount */
-	int64_t before, paid;  /* the order's refunded amount and amount paid */
-	enum dec_ledger_op op; /* what to write */
+	enum dec_entry entry;      /* this refund number's ledger row */
+	int64_t entry_amount;      /* its amount */
+	int64_t amount;            /* the notification's amount */
+	int64_t before, paid;      /* the order's refunded amount and amount paid */
+	enum dec_ledger_op op;     /* what to write */
+	long long refunded_events; /* the order's order.refunded events so far */
 };
 
 /* A payment's refund request as read under its order's lock. id 0: none. */

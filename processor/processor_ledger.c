@@ -9,8 +9,12 @@
  * reads here are therefore plain reads, on purpose: a locking read of a key that is not
  * there takes a gap lock, and two transactions of neighbouring orders then deadlock on each
  * other's INSERT (seen under load). A plain read sees every commit made before the order
- * lock was granted, because it is the transaction's first consistent read and so creates
- * its read view (the transaction's earlier reads are all locking reads). Writes are single
+ * lock was granted: the transaction's read view is created by its first consistent read,
+ * the ordering guard's count in the opening read (processor_pay.c), which the server
+ * evaluates after it has read and locked that statement's row and order (its const
+ * tables). test_processor_refunds checks it: a ledger row committed by the order lock's
+ * holder while the opening read waited for it is seen by the read here (a consistent read
+ * made before the opening read would not see it). Writes are single
  * INSERTs on unique keys and conditional UPDATEs judged by affected rows; a write that
  * finds the row changed returns DB_DUPLICATE, which the caller rolls back and retries.
  */
@@ -35,44 +39,51 @@ proc_ledger_amount(struct proc_worker *w, const char *text, const char *what, in
 	return DB_OK;
 }
 
+/*
+ * What the refund transaction measures, in one plain read: the ledger's sums for the order,
+ * this refund number's entry (NULL columns when there is none), and how many order.refunded
+ * events the order has (proc_refund names the next one by it). Until issue 21 these were
+ * three statements, the count only when the order became refunded; now every ledger refund
+ * counts (an index range of the order's few events, idx_order_unsent) and none pays a round
+ * trip for it.
+ */
+static const char SQL_LEDGER_MEASURE[] =
+    "SELECT s.singles, s.cum, s.failed, e.state, CAST(e.amount AS CHAR), (SELECT COUNT(*) "
+    "FROM order_events v WHERE v.merchant_id = ? AND v.out_trade_no = ? AND v.event_type = "
+    "'order.refunded') FROM (SELECT CAST(IFNULL(SUM(IF(kind = 'single' AND state = "
+    "'APPLIED', amount, 0)), 0.00) AS CHAR) singles, CAST(IFNULL(MAX(IF(kind = "
+    "'cumulative', amount, 0)), 0.00) AS CHAR) cum, CAST(IFNULL(SUM(IF(kind = 'single' AND "
+    "state <> 'APPLIED', amount, 0)), 0.00) AS CHAR) failed FROM order_refunds WHERE "
+    "merchant_id = ? AND out_trade_no = ?) s LEFT JOIN order_refunds e ON e.merchant_id = ? "
+    "AND e.channel = ? AND e.refund_no = ?";
+
 enum db_rc
 proc_ledger_measure(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
                     enum dec_note note, struct proc_ledger_view *v, enum dec_money *money)
 {
 	char singles[48], cum[48], failed[48], state[16], eamount[48];
-	unsigned long long found = 0;
+	struct db_in in[7] = {DBI_STR(row->merchant), DBI_STR(row->order),
+	                      DBI_STR(row->merchant), DBI_STR(row->order),
+	                      DBI_STR(row->merchant), DBI_STR(row->channel),
+	                      DBI_STR(row->trade_no)};
+	struct db_out out[6] = {DBO_STR(singles, sizeof(singles)), DBO_STR(cum, sizeof(cum)),
+	                        DBO_STR(failed, sizeof(failed)),   DBO_STR(state, sizeof(state)),
+	                        DBO_STR(eamount, sizeof(eamount)), DBO_I64()};
+	unsigned long long rows = 0;
+	int found;
 	enum db_rc rc;
 
 	memset(v, 0, sizeof(*v));
-	{
-		struct db_in in[2] = {DBI_STR(row->merchant), DBI_STR(row->order)};
-		struct db_out out[3] = {DBO_STR(singles, sizeof(singles)),
-		                        DBO_STR(cum, sizeof(cum)), DBO_STR(failed, sizeof(failed))};
-
-		rc = db_query(&w->db,
-		              "SELECT CAST(IFNULL(SUM(IF(kind = 'single' AND state = 'APPLIED', "
-		              "amount, 0)), 0.00) AS CHAR), CAST(IFNULL(MAX(IF(kind = "
-		              "'cumulative', amount, 0)), 0.00) AS CHAR), CAST(IFNULL(SUM(IF(kind "
-		              "= 'single' AND state <> 'APPLIED', amount, 0)), 0.00) AS CHAR) FROM "
-		              "order_refunds WHERE merchant_id = ? AND out_trade_no = ?",
-		              in, 2, out, 3, NULL, NULL, &found);
-		if (rc != DB_OK)
-			return rc;
+	rc = db_query(&w->db, SQL_LEDGER_MEASURE, in, 7, out, 6, NULL, NULL, &rows);
+	if (rc != DB_OK)
+		return rc;
+	if (rows != 1) {
+		/* An aggregate without GROUP BY is always one row. */
+		snprintf(w->db.last_error, sizeof(w->db.last_error), "ledger read %llu rows", rows);
+		return DB_FATAL;
 	}
-	{
-		struct db_in in[3] = {DBI_STR(row->merchant), DBI_STR(row->channel),
-		                      DBI_STR(row->trade_no)};
-		struct db_out out[2] = {DBO_STR(state, sizeof(state)),
-		                        DBO_STR(eamount, sizeof(eamount))};
-
-		found = 0;
-		rc = db_query(&w->db,
-		              "SELECT state, CAST(amount AS CHAR) FROM order_refunds WHERE "
-		              "merchant_id = ? AND channel = ? AND refund_no = ?",
-		              in, 3, out, 2, NULL, NULL, &found);
-		if (rc != DB_OK)
-			return rc;
-	}
+	found = !out[3].is_null;
+	v->refunded_events = out[5].i;
 	v->entry = !found                           ? DE_NONE
 	           : strcmp(state, "APPLIED") == 0  ? DE_APPLIED
 	           : strcmp(state, "REVERSED") == 0 ? DE_REVERSED

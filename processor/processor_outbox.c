@@ -112,7 +112,8 @@ proc_outbox_step(struct proc_worker *w, long long *step)
 	return DB_OK;
 }
 
-/* Two events in one statement: a paid payment's shipment and points. */
+/* Two events in one statement: a paid payment's shipment and points, or a refund that
+ * completes its order's refund and order.refunded. */
 static const char SQL_EVENTS_2[] =
     "INSERT INTO order_events (event_id, merchant_id, out_trade_no, event_type, payload, "
     "callback_id) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)";

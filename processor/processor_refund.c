@@ -61,10 +61,13 @@ proc_refund_why(const char *alert)
 	return "the decision table has no rule for this combination";
 }
 
-/* proc_refund_done - raises the rule's alert, if any, and marks the row done */
+/*
+ * proc_refund_done - raises the rule's alert, if any, and ends the transaction: marks the row
+ * done, or, when the ledger's UPDATE marked it already (marked), commits.
+ */
 static enum proc_tx
 proc_refund_done(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
-                 const struct dec_rule *rule, struct proc_result *r)
+                 const struct dec_rule *rule, int marked, struct proc_result *r)
 {
 	char detail[400];
 	enum db_rc rc;
@@ -74,39 +77,45 @@ proc_refund_done(struct proc_worker *w, const struct proc_row *row, const struct
 		if ((rc = proc_alert(w, row, rule->alert, detail, r)) != DB_OK)
 			return proc_tx_error(w, rc, "alert", r);
 	}
-	return proc_mark_done(w, row, rule->outcome, r);
+	return marked ? proc_tx_commit(w, r) : proc_mark_done(w, row, rule->outcome, r);
 }
 
 /*
- * proc_refunded_event - the order's order.refunded. An order refunded in full, reversed and
- * refunded in full again has a second one, a new fact for downstream: it is told apart by
- * its number ("|2"), counted under the order's lock from the ones written before, so it can
- * never be taken for a copy of the first.
+ * The order's refunded amount and status, only if the status is still the one read, and the
+ * row done, in one statement: both rows are locked already, so the two conditional UPDATEs
+ * judged together (2 rows changed) are the same two judged one by one, in one round trip.
+ * The refunded amount differs from the one read whenever this runs, so the order's row
+ * always changes.
  */
-static enum db_rc
-proc_refunded_event(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
-                    const char *after_s, const char *trade, struct proc_result *r)
+static const char SQL_REFUNDED_DONE[] =
+    "UPDATE orders o, refund_callback_log c SET o.refunded_amount = ?, o.status = ?, "
+    "c.status = 1, c.outcome = ?, c.done_at = NOW(3) WHERE o.id = ? AND o.status = ? AND "
+    "c.id = ? AND c.status = 0";
+
+/* proc_refund_mark - the order's new refunded amount and status, and the row done */
+static int
+proc_refund_mark(struct proc_worker *w, const struct proc_row *row, const struct proc_order *o,
+                 const char *after_s, const char *status, const struct dec_rule *rule,
+                 struct proc_result *r, enum proc_tx *tx)
 {
-	struct db_in in[2] = {DBI_STR(row->merchant), DBI_STR(row->order)};
-	struct db_out out[1] = {DBO_I64()};
-	char nth[24];
+	struct db_in in[6] = {DBI_STR(after_s), DBI_STR(status),    DBI_STR(rule->outcome),
+	                      DBI_I64(o->id),   DBI_STR(o->status), DBI_I64(row->id)};
+	unsigned long long n = 0;
 	enum db_rc rc;
 
-	rc =
-	    db_query(&w->db,
-	             "SELECT COUNT(*) FROM order_events WHERE merchant_id = ? AND out_trade_no = ? "
-	             "AND event_type = 'order.refunded'",
-	             in, 2, out, 1, NULL, NULL, NULL);
-	if (rc != DB_OK)
-		return rc;
-	snprintf(nth, sizeof(nth), "%lld", (long long)out[0].i + 1);
-	return proc_outbox_add(w, row, "order.refunded", out[0].i == 0 ? NULL : nth, after_s,
-	                       o->currency, trade, r);
+	r->outcome = rule->outcome;
+	if ((rc = db_exec(&w->db, SQL_REFUNDED_DONE, in, 6, &n, NULL)) != DB_OK) {
+		*tx = proc_tx_error(w, rc, "update order and row", r);
+		return 0;
+	}
+	if (n != 2) {
+		/* Both are locked in the state the decision read, so this cannot happen; if it
+		 * does, the next attempt decides again on what they are then. */
+		*tx = proc_tx_retry(w, "order or row changed under its lock", r);
+		return 0;
+	}
+	return 1;
 }
-
-/* The order's refunded amount and status, only if the status is still the one read. */
-static const char SQL_REFUNDED[] =
-    "UPDATE orders SET refunded_amount = ?, status = ? WHERE id = ? AND status = ?";
 
 /* proc_refund_ledger_apply - DX_LEDGER: the ledger row, the order, its events */
 static enum proc_tx
@@ -115,9 +124,12 @@ proc_refund_ledger_apply(struct proc_worker *w, const struct proc_row *row,
                          const struct dec_rule *rule, struct proc_result *r)
 {
 	int64_t after = dec_ledger_total(&v->after);
-	char after_s[40], diff_s[40];
+	char after_s[40], diff_s[40], nth[24];
 	const char *status;
 	const char *trade = o->trade_no[0] ? o->trade_no : row->pay_trade_no;
+	struct proc_event_spec ev[PROC_EVENTS_MAX];
+	int nev = 0;
+	enum proc_tx tx;
 	enum db_rc rc;
 
 	if ((rc = proc_ledger_write(w, row, v)) != DB_OK)
@@ -128,27 +140,28 @@ proc_refund_ledger_apply(struct proc_worker *w, const struct proc_row *row,
 	             sizeof(diff_s));
 	snprintf(r->detail, sizeof(r->detail), "transition=%s>%s refunded=%s/%s change=%s%s",
 	         o->status, status, after_s, o->amount, after < v->before ? "-" : "", diff_s);
-	if (after != v->before) {
-		struct db_in in[4] = {DBI_STR(after_s), DBI_STR(status), DBI_I64(o->id),
-		                      DBI_STR(o->status)};
-		enum proc_tx tx;
-
-		if (!proc_order_change(w, SQL_REFUNDED, in, 4, r, &tx))
-			return tx;
+	if (after != v->before && !proc_refund_mark(w, row, o, after_s, status, rule, r, &tx))
+		return tx;
+	/*
+	 * One event per refund that moved money, named by its refund number, and the order's
+	 * order.refunded once it is refunded in full. An order refunded in full, reversed and
+	 * refunded in full again has a second one, a new fact for downstream: it is told apart
+	 * by its number ("|2"), counted under the order's lock by proc_ledger_measure, so it can
+	 * never be taken for a copy of the first. The events go in one INSERT where they can.
+	 */
+	if (after != v->before)
+		ev[nev++] = (struct proc_event_spec){after > v->before ? "order.refund"
+		                                                       : "order.refund_reversed",
+		                                     row->trade_no, diff_s, o->currency, trade};
+	if (strcmp(status, "REFUNDED") == 0 && strcmp(o->status, "REFUNDED") != 0) {
+		snprintf(nth, sizeof(nth), "%lld", v->refunded_events + 1);
+		ev[nev++] =
+		    (struct proc_event_spec){"order.refunded", v->refunded_events == 0 ? NULL : nth,
+		                             after_s, o->currency, trade};
 	}
-	/* One event per refund that moved money, named by its refund number, and the order's
-	 * final order.refunded once it is refunded in full. */
-	if (after > v->before && (rc = proc_outbox_add(w, row, "order.refund", row->trade_no,
-	                                               diff_s, o->currency, trade, r)) != DB_OK)
+	if (nev > 0 && (rc = proc_outbox_add_all(w, row, ev, nev, r)) != DB_OK)
 		return proc_tx_error(w, rc, "outbox", r);
-	if (after < v->before &&
-	    (rc = proc_outbox_add(w, row, "order.refund_reversed", row->trade_no, diff_s,
-	                          o->currency, trade, r)) != DB_OK)
-		return proc_tx_error(w, rc, "outbox", r);
-	if (strcmp(status, "REFUNDED") == 0 && strcmp(o->status, "REFUNDED") != 0 &&
-	    (rc = proc_refunded_event(w, row, o, after_s, trade, r)) != DB_OK)
-		return proc_tx_error(w, rc, "outbox", r);
-	return proc_refund_done(w, row, o, rule, r);
+	return proc_refund_done(w, row, o, rule, after != v->before, r);
 }
 
 /* proc_refund_request - DX_SETTLE and DX_REOPEN: the other payment's refund request */
@@ -171,7 +184,7 @@ proc_refund_request(struct proc_worker *w, const struct proc_row *row, const str
 		return proc_tx_error(w, rc, "refund request", r);
 	snprintf(r->detail, sizeof(r->detail), "payment=%.100s request=%s", row->pay_trade_no,
 	         rule->action == DX_REOPEN ? "FAILED" : "DONE");
-	return proc_refund_done(w, row, o, rule, r);
+	return proc_refund_done(w, row, o, rule, 0, r);
 }
 
 enum proc_tx
@@ -221,7 +234,7 @@ proc_refund(struct proc_worker *w, const struct msg_callback *m, struct proc_res
 	case DX_REOPEN:
 		return proc_refund_request(w, &row, &o, &q, rule, r);
 	case DX_NOTHING:
-		return proc_refund_done(w, &row, &o, rule, r);
+		return proc_refund_done(w, &row, &o, rule, 0, r);
 	default:
 		/* The rule table gives refunds none of the payment actions. */
 		proc_refund_detail(&row, &o, "a payment action for a refund", detail,

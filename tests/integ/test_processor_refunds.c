@@ -11,6 +11,7 @@
  * contain the event id's separator.
  */
 #include <setjmp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +21,9 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "inproc.h"
 #include "orders.h"
+#include "processor.h"
 
 static struct conf cf;
 static struct db db;
@@ -259,6 +262,148 @@ alipay_and_stripe_paid_order_without_trade_is_confirmed_not_refunded(void **stat
 	}
 }
 
+/* ---- round trips ------------------------------------------------------------------------ */
+
+/* rt_refund - the worker's statements for one Stripe refund of order C-rt, which must end in
+ * outcome; calib is what two reads of the count in a row give. */
+static long long
+rt_refund(long long calib, const char *no, const char *amount, int cumulative, const char *status,
+          const char *outcome)
+{
+	char buf[64];
+	long long before = ord_worker_statements(), after;
+	unsigned long long r;
+
+	assert_true(before >= 0);
+	r = ord_refund("stripe", "C-rt", no, "pi_rt", amount, cumulative, "USD",
+	               cumulative ? "charge.refunded" : "refund.updated", status);
+	after = ord_worker_statements();
+	assert_true(after >= 0);
+	assert_string_equal(ord_outcome(1, r, buf, sizeof(buf)), outcome);
+	print_message("# round trips: %s %lld\n", outcome, after - before - calib);
+	return after - before - calib;
+}
+
+/*
+ * Each refund outcome that moves money takes the payment's treatment (docs/performance.md,
+ * "Round trips"): one read measures the ledger, the refund number's entry and the order's
+ * order.refunded count; the order's and the row's conditional UPDATEs are one statement
+ * judged by 2 rows; the events go in one INSERT. So: lock, measure, ledger write, UPDATE,
+ * events, COMMIT. Until issue 21 a partial refund took 8, the last refund of an order 10.
+ */
+static void
+refund_round_trips_are_the_payments_treatment(void **state)
+{
+	long long a, b, calib, step;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(fx_order(&db, ORD_M, "C-rt", "30.00", "USD", "PENDING"), 0);
+	ord_pay("stripe", "C-rt", "pi_rt", "30.00", "USD");
+	a = ord_worker_statements();
+	b = ord_worker_statements();
+	assert_true(a >= 0 && b > a);
+	calib = b - a;
+	/* Two events share an INSERT only where the server gives it consecutive ids. */
+	step = harness_query_i64(&db, "SELECT @@innodb_autoinc_lock_mode <= 1", NULL, 0);
+	assert_int_equal(rt_refund(calib, "re_rt1", "10.00", 0, "succeeded", "refund_partial"), 6);
+	/* The same money told by the cumulative family: the ledger row, the row done. */
+	assert_int_equal(rt_refund(calib, "ch_rt:1000", "10.00", 1, "succeeded", "refund_covered"),
+	                 5);
+	assert_int_equal(rt_refund(calib, "re_rt2", "20.00", 0, "succeeded", "refunded"),
+	                 step == 1 ? 6 : 7);
+	assert_int_equal(ord_event_with("default|C-rt|order.refund|re_rt2", "20.00"), 1);
+	assert_int_equal(ord_event_with("default|C-rt|order.refunded", "30.00"), 1);
+	/* A reversal adds its alert's INSERT. */
+	assert_int_equal(rt_refund(calib, "re_rt2", "20.00", 0, "failed", "refund_reversed"), 7);
+	assert_string_equal(ord_status("C-rt", buf, sizeof(buf)), "REFUNDING");
+	assert_string_equal(ord_refunded("C-rt", buf, sizeof(buf)), "10.00");
+	assert_int_equal(ord_alerts("C-rt", "refund_reversed"), 1);
+}
+
+/* ---- what the ledger's plain reads see ----------------------------------------------------- */
+
+struct rv_apply {
+	unsigned long long id;
+	const char *outcome;
+	int rc;
+};
+
+static void *
+rv_apply_main(void *arg)
+{
+	struct rv_apply *a = arg;
+
+	a->rc = inproc_apply(ord_processor(), 1, a->id, ORD_M, "stripe", "C-rv", 1, &a->outcome);
+	return NULL;
+}
+
+/*
+ * The ledger is read with plain reads (processor_ledger.c): they must see what the order
+ * lock's holder committed while this refund's opening read waited for that lock, or the
+ * refund would be measured against a ledger without it. Here the holder commits a refund of
+ * 20.00 of the order's 30.00 while the processor's refund of another 20.00 waits: measured
+ * against the committed ledger it would bring the total to 40.00, above the amount paid, and
+ * is dead with its alert; measured against the ledger before the holder's refund it would
+ * look covered by the order's refunded amount.
+ */
+static void
+ledger_read_sees_what_the_order_lock_holder_committed(void **state)
+{
+	struct db hold;
+	struct rv_apply a = {0, NULL, -1};
+	struct db_in in[1] = {DBI_STR("C-rv")};
+	pthread_t t;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(fx_order(&db, ORD_M, "C-rv", "30.00", "USD", "PENDING"), 0);
+	ord_pay("stripe", "C-rv", "pi_rv", "30.00", "USD");
+	a.id = fx_refund_row_status(&db, &cf, ORD_M, "stripe", "re_rv2", "pi_rv", "C-rv", "20.00",
+	                            0, "USD", "refund.updated", "succeeded");
+	assert_true(a.id > 0);
+	harness_db(&cf, &hold);
+	assert_int_equal(db_exec(&hold, "START TRANSACTION", NULL, 0, NULL, NULL), DB_OK);
+	assert_int_equal(harness_query_i64(&hold,
+	                                   "SELECT COUNT(*) FROM orders WHERE out_trade_no = ? "
+	                                   "FOR UPDATE",
+	                                   in, 1),
+	                 1);
+	assert_int_equal(pthread_create(&t, NULL, rv_apply_main, &a), 0);
+	/*
+	 * The refund's opening read has locked its row and waits for the order: the server reads
+	 * and locks const tables in the state "Statistics", seen in PROCESSLIST without the
+	 * PROCESS privilege the lock-wait tables need (the session's user is the test's).
+	 */
+	assert_int_equal(harness_wait_i64(&db,
+	                                  "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+	                                  "WHERE STATE = 'Statistics' AND INFO LIKE "
+	                                  "'%FROM refund_callback_log c LEFT JOIN orders o%'",
+	                                  NULL, 0, 1, ORD_WAIT_MS),
+	                 0);
+	assert_int_equal(db_exec(&hold,
+	                         "INSERT INTO order_refunds (merchant_id, channel, refund_no, "
+	                         "out_trade_no, amount, pay_trade_no, kind, state) VALUES "
+	                         "('default', 'stripe', 're_rv1', 'C-rv', 20.00, 'pi_rv', "
+	                         "'single', 'APPLIED')",
+	                         NULL, 0, NULL, NULL),
+	                 DB_OK);
+	assert_int_equal(db_exec(&hold,
+	                         "UPDATE orders SET refunded_amount = 20.00, status = 'REFUNDING' "
+	                         "WHERE out_trade_no = ?",
+	                         in, 1, NULL, NULL),
+	                 DB_OK);
+	assert_int_equal(db_commit(&hold), DB_OK);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	db_close(&hold);
+	assert_int_equal(a.rc, PROC_DONE);
+	assert_non_null(a.outcome);
+	assert_string_equal(a.outcome, "dead");
+	assert_string_equal(ord_outcome(1, a.id, buf, sizeof(buf)), "amount_mismatch");
+	assert_string_equal(ord_refunded("C-rv", buf, sizeof(buf)), "20.00");
+	assert_int_equal(ord_alerts("C-rv", "amount_mismatch"), 1);
+}
+
 /* ---- the invariant over every order above ---------------------------------------------- */
 
 static void
@@ -282,6 +427,8 @@ main(void)
 	    cmocka_unit_test(refund_before_its_paid_twice_payment_on_wxpay_and_alipay),
 	    cmocka_unit_test(stripe_payment_of_another_amount_on_closed_or_paid_order_is_refunded),
 	    cmocka_unit_test(alipay_and_stripe_paid_order_without_trade_is_confirmed_not_refunded),
+	    cmocka_unit_test(refund_round_trips_are_the_payments_treatment),
+	    cmocka_unit_test(ledger_read_sees_what_the_order_lock_holder_committed),
 	    cmocka_unit_test(no_order_refunded_amount_differs_from_its_ledger),
 	};
 

@@ -196,3 +196,31 @@ ord_refunds_pending(const char *prefix)
 	              "CONCAT(?, '%') AND status = 0",
 	              prefix);
 }
+
+long long
+ord_worker_statements(void)
+{
+	struct db *wdb = &ord_proc->workers[0].db;
+	struct db_out out[1] = {DBO_I64()};
+	unsigned long long rows = 0;
+
+	/*
+	 * The worker's own session: every statement of a transaction is one prepared statement
+	 * executed (COMMIT and ROLLBACK included), so the count is its round trips, and no
+	 * other connection (the relay's, the test's) is in it. The worker runs with autocommit
+	 * off, so the read is committed at once: the next transaction must find none open.
+	 */
+	if (db_query(wdb,
+	             "SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM information_schema.SESSION_STATUS "
+	             "WHERE VARIABLE_NAME = 'COM_STMT_EXECUTE'",
+	             NULL, 0, out, 1, NULL, NULL, &rows) != DB_OK ||
+	    rows != 1 || db_commit(wdb) != DB_OK)
+		return -1;
+	return out[0].i;
+}
+
+struct proc *
+ord_processor(void)
+{
+	return ord_proc;
+}

@@ -19,6 +19,7 @@
 #define ORD_WAIT_MS 30000
 
 struct CMUnitTest;
+struct proc;
 
 /*
  * ord_run - runs the cases of one test program against an in-process processor of its
@@ -71,5 +72,14 @@ long long ord_alerts(const char *order, const char *kind);
  * refund ledger's total, and their refund rows still pending (neither done nor dead). */
 long long ord_ledger_mismatches(const char *prefix);
 long long ord_refunds_pending(const char *prefix);
+/*
+ * The statements the in-process worker's connection has executed so far (its round trips
+ * to MariaDB), read on that connection; -1 on failure. Between two reads, the second read
+ * and the first's COMMIT count too: subtract what two reads in a row give.
+ */
+long long ord_worker_statements(void);
+/* The in-process processor the group's cases apply through, for a case that drives it from
+ * a thread of its own (inproc_apply: no cmocka assertion outside the test's thread). */
+struct proc *ord_processor(void);
 
 #endif
