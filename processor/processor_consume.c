@@ -418,13 +418,26 @@ proc_one(struct proc_worker *w, rd_kafka_message_t *m, const struct msg_callback
 
 /*
  * proc_flush - the n messages of one partition collected in ms: applied in one transaction
- * and their offsets stored after its commit, or, when the batch does not apply, each alone
- * in order (a hold then stops the rest of its partition as it always does).
+ * and their offsets stored after its commit. When the batch does not apply, the message that
+ * ended it is handled alone, and the messages before it and after it each form a batch again
+ * (recursively, so each try has fewer messages), in order: nothing of the failed batch was
+ * applied, so nothing is done twice. A hold the lone message leaves on its partition (the
+ * database went away) stops the rest, which are read again after it, as it always did.
  */
 static void
 proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_callback *cbs, int n)
 {
-	if (n > 1 && proc_handle_batch(w, cbs, n)) {
+	int at = 0;
+
+	if (n <= 0)
+		return;
+	if (n == 1 || proc_hold_find(w, rd_kafka_topic_name(ms[0]->rkt), ms[0]->partition)) {
+		/* Alone, or a held partition's: proc_consume leaves those to come again. */
+		for (int i = 0; i < n; i++)
+			proc_one(w, ms[i], &cbs[i]);
+		return;
+	}
+	if (proc_handle_batch(w, cbs, n, &at)) {
 		w->backoff_ms = PROC_BACKOFF_MIN_MS;
 		w->outage_since_ms = 0;
 		for (int i = 0; i < n; i++) {
@@ -437,8 +450,9 @@ proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_call
 		}
 		return;
 	}
-	for (int i = 0; i < n; i++)
-		proc_one(w, ms[i], &cbs[i]);
+	proc_flush(w, ms, cbs, at);
+	proc_one(w, ms[at], &cbs[at]);
+	proc_flush(w, ms + at + 1, cbs + at + 1, n - at - 1);
 }
 
 /*
