@@ -265,7 +265,7 @@ int proc_guard(struct proc_worker *w, const struct msg_callback *m, const struct
  * when nothing was (a message that needs anything but a plain first application, any
  * failure: the transaction is rolled back). Then *at is the message that ended the batch,
  * which the caller handles alone while the messages before and after it may form batches
- * again; it is 0 when the batch could not begin or its commit failed (then nothing is known
+ * once more; it is 0 when the batch could not begin or its commit failed (then nothing is known
  * about any message, and the caller handles them from the first).
  */
 int proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n, int *at);

@@ -4,8 +4,9 @@
  *
  * A worker polls with a short timeout, then takes whatever else is ready without waiting:
  * a run of main-topic messages of one partition (up to PROC_BATCH_MAX) is applied in one
- * transaction (proc_handle_batch), and anything else, or a batch that does not apply, one
- * message at a time. A message's offset is stored only once its work is committed (see
+ * transaction (proc_handle_batch), and anything else one message at a time; of a batch that
+ * does not apply, the message that ended it goes alone and the others in batches once more
+ * (proc_flush). A message's offset is stored only once its work is committed (see
  * processor_handle.c), and librdkafka commits stored offsets every second and when
  * partitions are revoked.
  *
@@ -418,14 +419,17 @@ proc_one(struct proc_worker *w, rd_kafka_message_t *m, const struct msg_callback
 
 /*
  * proc_flush - the n messages of one partition collected in ms: applied in one transaction
- * and their offsets stored after its commit. When the batch does not apply, the message that
- * ended it is handled alone, and the messages before it and after it each form a batch again
- * (recursively, so each try has fewer messages), in order: nothing of the failed batch was
- * applied, so nothing is done twice. A hold the lone message leaves on its partition (the
+ * and their offsets stored after its commit. When the batch does not apply (nothing of it
+ * was applied, so nothing is done twice), the message that ended it is handled alone and,
+ * when again is set, the messages before it and after it each form a batch once more, in
+ * order; a batch that falls back a second time is handled one message at a time. The one
+ * more try is the bound: copies of done rows redelivered after a rebalance would end every
+ * retried batch at its first message. A hold the lone message leaves on its partition (the
  * database went away) stops the rest, which are read again after it, as it always did.
  */
 static void
-proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_callback *cbs, int n)
+proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_callback *cbs, int n,
+           int again)
 {
 	int at = 0;
 
@@ -450,9 +454,14 @@ proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_call
 		}
 		return;
 	}
-	proc_flush(w, ms, cbs, at);
+	if (!again) {
+		for (int i = 0; i < n; i++)
+			proc_one(w, ms[i], &cbs[i]);
+		return;
+	}
+	proc_flush(w, ms, cbs, at, 0);
 	proc_one(w, ms[at], &cbs[at]);
-	proc_flush(w, ms + at + 1, cbs + at + 1, n - at - 1);
+	proc_flush(w, ms + at + 1, cbs + at + 1, n - at - 1, 0);
 }
 
 /*
@@ -478,11 +487,11 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 		 */
 		if (n > 0 && (m->err || n == PROC_BATCH_MAX || m->rkt != ms[0]->rkt ||
 		              m->partition != ms[0]->partition)) {
-			proc_flush(w, ms, cbs, n);
+			proc_flush(w, ms, cbs, n, 1);
 			n = 0;
 		}
 		if (!proc_batchable(w, m, &cb)) {
-			proc_flush(w, ms, cbs, n);
+			proc_flush(w, ms, cbs, n, 1);
 			proc_one(w, m, NULL);
 			return;
 		}
@@ -490,7 +499,7 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 		ms[n++] = m;
 		m = ++taken < PROC_TAKE_MAX ? rd_kafka_consumer_poll(w->rk, 0) : NULL;
 	}
-	proc_flush(w, ms, cbs, n);
+	proc_flush(w, ms, cbs, n, 1);
 }
 
 void

@@ -8,7 +8,8 @@
  * that one payment's failure is recorded (retry_count 1) as it is without batches, while
  * the messages before and after it in its batch form batches again. A third backlog whose
  * first payment has no order shows the messages after a failing one applied as a batch (they
- * were handled one at a time until 2026-12-06).
+ * were handled one at a time until 2026-12-06), and a backlog of copies of done rows shows
+ * that the rest of a run is tried as a batch once more, not once per message.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,6 +208,44 @@ the_messages_after_a_failing_one_form_a_batch_again(void **state)
 	stop_processor();
 }
 
+/*
+ * copies_of_done_rows_try_one_batch_more - a backlog of copies of done rows (as after a
+ * rebalance before the offsets were committed): every batch falls back at its first message,
+ * and after it the rest is tried as a batch once, not once per message.
+ */
+static void
+copies_of_done_rows_try_one_batch_more(void **state)
+{
+	unsigned long long ids[N];
+	char order[64];
+	long long fallbacks;
+
+	(void)state;
+	backlog("OC", -1, ids);
+	start_processor("processor-copies-1");
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_wait_row(&db, 0, ids[i], 1, WAIT_MS), 0);
+	stop_processor();
+	for (int i = 0; i < N; i++) {
+		snprintf(order, sizeof(order), "OC-%d", i);
+		assert_int_equal(fx_publish(pub, NULL, 0, ids[i], M, "wxpay", order, 1, 0, NULL),
+		                 0);
+	}
+	assert_int_equal(fx_pub_flush(pub, 30000), 0);
+	start_processor("processor-copies-2");
+	assert_int_equal(fx_wait_log(plog, "event=skipped reason=already_final", N, WAIT_MS), 0);
+	assert_int_equal(paid_once("OC"), N);
+	fallbacks = harness_file_count(plog, "event=batch_fallback");
+	printf("# %lld fallbacks for %d copies\n", fallbacks, N);
+	/*
+	 * At most two per run (the run, then the rest once): 10 for runs of 8; one per copy but
+	 * the last of each run without the bound, 35.
+	 */
+	assert_true(fallbacks > 0);
+	assert_true(fallbacks < N / 2);
+	stop_processor();
+}
+
 static int
 group_setup(void **state)
 {
@@ -232,6 +271,7 @@ main(void)
 	    cmocka_unit_test(backlog_is_applied_in_batches),
 	    cmocka_unit_test(a_failing_payment_rolls_its_batch_back_and_goes_alone),
 	    cmocka_unit_test(the_messages_after_a_failing_one_form_a_batch_again),
+	    cmocka_unit_test(copies_of_done_rows_try_one_batch_more),
 	};
 	int rc;
 
