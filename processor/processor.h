@@ -264,9 +264,12 @@ int proc_guard(struct proc_worker *w, const struct msg_callback *m, const struct
  * with its own unchanged state machine, and after the commit logs and relays each as
  * proc_handle does. Returns 1 when all were applied (the caller stores their offsets), 0
  * when nothing was (a message that needs anything but a plain first application, any
- * failure: the transaction is rolled back and the caller handles each message alone).
+ * failure: the transaction is rolled back). Then *at is the message that ended the batch,
+ * which the caller handles alone while the messages before and after it may form batches
+ * once more; it is 0 when the batch could not begin or its commit failed (then nothing is known
+ * about any message, and the caller handles them from the first).
  */
-int proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n);
+int proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n, int *at);
 
 /* processor_pay.c */
 enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result *r);

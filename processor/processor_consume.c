@@ -4,8 +4,9 @@
  *
  * A worker polls with a short timeout, then takes whatever else is ready without waiting:
  * a run of main-topic messages of one partition (up to PROC_BATCH_MAX) is applied in one
- * transaction (proc_handle_batch), and anything else, or a batch that does not apply, one
- * message at a time. A message's offset is stored only once its work is committed (see
+ * transaction (proc_handle_batch), and anything else one message at a time; of a batch that
+ * does not apply, the message that ended it goes alone and the others in batches once more
+ * (proc_flush). A message's offset is stored only once its work is committed (see
  * processor_handle.c), and librdkafka commits stored offsets every second and when
  * partitions are revoked.
  *
@@ -418,13 +419,29 @@ proc_one(struct proc_worker *w, rd_kafka_message_t *m, const struct msg_callback
 
 /*
  * proc_flush - the n messages of one partition collected in ms: applied in one transaction
- * and their offsets stored after its commit, or, when the batch does not apply, each alone
- * in order (a hold then stops the rest of its partition as it always does).
+ * and their offsets stored after its commit. When the batch does not apply (nothing of it
+ * was applied, so nothing is done twice), the message that ended it is handled alone and,
+ * when again is set, the messages before it and after it each form a batch once more, in
+ * order; a batch that falls back a second time is handled one message at a time. The one
+ * more try is the bound: copies of done rows redelivered after a rebalance would end every
+ * retried batch at its first message. A hold the lone message leaves on its partition (the
+ * database went away) stops the rest, which are read again after it, as it always did.
  */
 static void
-proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_callback *cbs, int n)
+proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_callback *cbs, int n,
+           int again)
 {
-	if (n > 1 && proc_handle_batch(w, cbs, n)) {
+	int at = 0;
+
+	if (n <= 0)
+		return;
+	if (n == 1 || proc_hold_find(w, rd_kafka_topic_name(ms[0]->rkt), ms[0]->partition)) {
+		/* Alone, or a held partition's: proc_consume leaves those to come again. */
+		for (int i = 0; i < n; i++)
+			proc_one(w, ms[i], &cbs[i]);
+		return;
+	}
+	if (proc_handle_batch(w, cbs, n, &at)) {
 		w->backoff_ms = PROC_BACKOFF_MIN_MS;
 		w->outage_since_ms = 0;
 		for (int i = 0; i < n; i++) {
@@ -437,8 +454,14 @@ proc_flush(struct proc_worker *w, rd_kafka_message_t **ms, const struct msg_call
 		}
 		return;
 	}
-	for (int i = 0; i < n; i++)
-		proc_one(w, ms[i], &cbs[i]);
+	if (!again) {
+		for (int i = 0; i < n; i++)
+			proc_one(w, ms[i], &cbs[i]);
+		return;
+	}
+	proc_flush(w, ms, cbs, at, 0);
+	proc_one(w, ms[at], &cbs[at]);
+	proc_flush(w, ms + at + 1, cbs + at + 1, n - at - 1, 0);
 }
 
 /*
@@ -464,11 +487,11 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 		 */
 		if (n > 0 && (m->err || n == PROC_BATCH_MAX || m->rkt != ms[0]->rkt ||
 		              m->partition != ms[0]->partition)) {
-			proc_flush(w, ms, cbs, n);
+			proc_flush(w, ms, cbs, n, 1);
 			n = 0;
 		}
 		if (!proc_batchable(w, m, &cb)) {
-			proc_flush(w, ms, cbs, n);
+			proc_flush(w, ms, cbs, n, 1);
 			proc_one(w, m, NULL);
 			return;
 		}
@@ -476,7 +499,7 @@ proc_take(struct proc_worker *w, rd_kafka_message_t *m)
 		ms[n++] = m;
 		m = ++taken < PROC_TAKE_MAX ? rd_kafka_consumer_poll(w->rk, 0) : NULL;
 	}
-	proc_flush(w, ms, cbs, n);
+	proc_flush(w, ms, cbs, n, 1);
 }
 
 void

@@ -318,13 +318,14 @@ proc_handle(struct proc_worker *w, const struct msg_callback *m)
  * only after the batch's commit.
  */
 int
-proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n)
+proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n, int *at)
 {
 	struct proc_result r[PROC_BATCH_MAX];
 	long long t0 = clock_mono_ms();
-	char id[24];
+	char id[24], last[24];
 	int i, ok = 0;
 
+	*at = 0;
 	if (n < 2 || n > PROC_BATCH_MAX)
 		return 0;
 	/*
@@ -352,9 +353,13 @@ proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n)
 		proc_rollback(&w->db);
 	if (!ok) {
 		log_info(NULL, "event=batch_fallback messages=%d at=%d", n, i);
+		/* A failed commit says nothing about which message was at fault. */
+		*at = i < n ? i : 0;
 		return 0;
 	}
-	log_debug(NULL, "event=batch_committed messages=%d elapsed_ms=%lld", n,
+	log_debug(cblog_ref(id, sizeof(id), ms[0].cblog, ms[0].id),
+	          "event=batch_committed messages=%d last=%s elapsed_ms=%lld", n,
+	          cblog_ref(last, sizeof(last), ms[n - 1].cblog, ms[n - 1].id),
 	          clock_mono_ms() - t0);
 	for (i = 0; i < n; i++) {
 		cblog_ref(id, sizeof(id), ms[i].cblog, ms[i].id);

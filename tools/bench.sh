@@ -10,7 +10,8 @@
 #      traffic's p99 at a quarter of it alone and beside a junk flood (paycb-sim junk);
 #   2. three storms of 1,000 concurrent copies of one notification (one per channel), answered;
 #   3. processing: a backlog of payments drained by 1, 2 and 4 processors on 12 partitions
-#      (paycb-bench drain), beside the database's ceiling for the processor's statements by
+#      (paycb-bench drain; the processors form their group first and are stopped while the
+#      backlog is made, so every one of them drains from the start), beside the database's ceiling for the processor's statements by
 #      a plain client at the same concurrency (dbceiling --shape process);
 #   4. end to end: the whole pipeline's maximum rate with everything running, beside the
 #      database-only ceiling of whole payments (--shape payment: the reservation and the
@@ -260,18 +261,41 @@ pl_stop ingest
 sql "UPDATE pay_callback_log SET status = 1, done_at = NOW(3) WHERE status = 0" "$DB"
 
 # ---- 3. processing ------------------------------------------------------------------------
+# group_formed K - waits until each of the K processors' last rebalance line is an
+# assignment: with the eager protocol every member has then joined the same generation.
+group_formed() {
+	local i l t
+	for t in $(seq 1 1200); do
+		for i in $(seq 1 "$1"); do
+			l=$(grep -E 'event=(assigned|revoked)' "$B/log/processor-$i.log" 2>/dev/null | tail -n 1 || :)
+			[[ $l == *event=assigned* ]] || break
+			((i == $1)) && return 0
+		done
+		sleep "$PL_TICK"
+	done
+	say "the $1 processors did not form one group in 60 s"
+	return 1
+}
 pl_start ingest "$CONF" paycb-ingest "$INGEST_ADMIN"
 pl_ready "$INGEST_ADMIN" 60
 for k in 1 2 4; do
 	mark=$(bin/paycb-bench drain -c "$CONF" --mark)
-	say "processing: a backlog of $N_BACKLOG payments, then $k processor(s)"
-	"${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
-		--concurrency 64 --ingest-only --wait 300 --report "$B/backlog-$k.kv" \
-		>"$B/log/sim-backlog-$k.log" 2>&1 || { tail -n 30 "$B/log/sim-backlog-$k.log"; exit 1; }
-	[[ $k == 2 ]] && cpu_phase process begin
+	# The processors join first and are stopped while the backlog is made: started on a
+	# backlog, the first to join took every partition and drained alone until the others'
+	# join reached it at its next heartbeat (3 s), so 1, 2 and 4 measured one processor.
 	for i in $(seq 1 "$k"); do
 		pl_start "processor-$i" "$CONF" paycb-processor 0
 	done
+	group_formed "$k" || exit 1
+	for i in $(seq 1 "$k"); do kill -STOP "$(pl_pid "processor-$i")"; done
+	say "processing: a backlog of $N_BACKLOG payments, then $k processor(s)"
+	rc=0
+	"${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
+		--concurrency 64 --ingest-only --wait 300 --report "$B/backlog-$k.kv" \
+		>"$B/log/sim-backlog-$k.log" 2>&1 || rc=$?
+	[[ $k == 2 ]] && cpu_phase process begin
+	for i in $(seq 1 "$k"); do kill -CONT "$(pl_pid "processor-$i")"; done
+	((rc == 0)) || { tail -n 30 "$B/log/sim-backlog-$k.log"; exit 1; }
 	bin/paycb-bench drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
 		--report "$B/drain-$k.kv" >"$B/log/drain-$k.log" 2>&1 || { cat "$B/log/drain-$k.log"; exit 1; }
 	[[ $k == 2 ]] && cpu_phase process end

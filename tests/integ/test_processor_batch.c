@@ -5,7 +5,11 @@
  * logs batches of more than one message (`event=batch_committed`, debug). A second backlog
  * holds one payment whose order does not exist in its middle: its batch is rolled back and
  * handled one message at a time (`event=batch_fallback`), the others are all paid once, and
- * that one payment's failure is recorded (retry_count 1) as it is without batches.
+ * that one payment's failure is recorded (retry_count 1) as it is without batches, while
+ * the messages before and after it in its batch form batches again. A third backlog whose
+ * first payment has no order shows the messages after a failing one applied as a batch (they
+ * were handled one at a time until 2026-12-06), and a backlog of copies of done rows shows
+ * that the rest of a run is tried as a batch once more, not once per message.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,6 +97,39 @@ stop_processor(void)
 	assert_int_equal(rc, 0);
 }
 
+/* fallback - the n and at of the processor's one event=batch_fallback line. */
+static void
+fallback(int *n, int *at)
+{
+	char line[4096];
+	const char *p = NULL;
+	FILE *fp = fopen(plog, "r");
+
+	assert_non_null(fp);
+	while (p == NULL && fgets(line, sizeof(line), fp))
+		p = strstr(line, "event=batch_fallback ");
+	fclose(fp);
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "event=batch_fallback messages=%d at=%d", n, at), 2);
+	printf("# the batch of %d fell back at %d\n", *n, *at);
+}
+
+/*
+ * batch_from - asserts that the n messages from row id were committed as one batch (when
+ * n is 2 or more: one message alone is no batch).
+ */
+static void
+batch_from(unsigned long long id, int n)
+{
+	char needle[128];
+
+	if (n < 2)
+		return;
+	snprintf(needle, sizeof(needle), "cb%llu: level=debug event=batch_committed messages=%d ",
+	         id, n);
+	assert_int_equal(fx_wait_log(plog, needle, 1, 1000), 0);
+}
+
 static void
 backlog_is_applied_in_batches(void **state)
 {
@@ -114,7 +151,7 @@ backlog_is_applied_in_batches(void **state)
 }
 
 static void
-a_failing_payment_rolls_its_batch_back_to_one_at_a_time(void **state)
+a_failing_payment_rolls_its_batch_back_and_goes_alone(void **state)
 {
 	unsigned long long ids[N];
 
@@ -138,6 +175,74 @@ a_failing_payment_rolls_its_batch_back_to_one_at_a_time(void **state)
 		                      in, 1),
 		    1);
 	}
+	/* The messages before and after the failing one in its batch went in batches again. */
+	{
+		int n, at;
+
+		fallback(&n, &at);
+		batch_from(ids[N / 2 - at], at);
+		batch_from(ids[N / 2 + 1], n - at - 1);
+	}
+	stop_processor();
+}
+
+static void
+the_messages_after_a_failing_one_form_a_batch_again(void **state)
+{
+	unsigned long long ids[N];
+	int n, at;
+
+	(void)state;
+	/* The first payment has no order: the backlog's first batch falls back at its first. */
+	backlog("OA", 0, ids);
+	start_processor("processor-after");
+	for (int i = 1; i < N; i++)
+		assert_int_equal(fx_wait_row(&db, 0, ids[i], 1, WAIT_MS), 0);
+	assert_int_equal(fx_wait_retry(&db, 0, ids[0], 1, WAIT_MS), 0);
+	assert_int_equal(paid_once("OA"), N - 1);
+	fallback(&n, &at);
+	assert_int_equal(at, 0);
+	/* A fetch brings the whole backlog: the first batch is full, so a batch follows. */
+	assert_true(n > 2);
+	batch_from(ids[1], n - 1);
+	stop_processor();
+}
+
+/*
+ * copies_of_done_rows_try_one_batch_more - a backlog of copies of done rows (as after a
+ * rebalance before the offsets were committed): every batch falls back at its first message,
+ * and after it the rest is tried as a batch once, not once per message.
+ */
+static void
+copies_of_done_rows_try_one_batch_more(void **state)
+{
+	unsigned long long ids[N];
+	char order[64];
+	long long fallbacks;
+
+	(void)state;
+	backlog("OC", -1, ids);
+	start_processor("processor-copies-1");
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_wait_row(&db, 0, ids[i], 1, WAIT_MS), 0);
+	stop_processor();
+	for (int i = 0; i < N; i++) {
+		snprintf(order, sizeof(order), "OC-%d", i);
+		assert_int_equal(fx_publish(pub, NULL, 0, ids[i], M, "wxpay", order, 1, 0, NULL),
+		                 0);
+	}
+	assert_int_equal(fx_pub_flush(pub, 30000), 0);
+	start_processor("processor-copies-2");
+	assert_int_equal(fx_wait_log(plog, "event=skipped reason=already_final", N, WAIT_MS), 0);
+	assert_int_equal(paid_once("OC"), N);
+	fallbacks = harness_file_count(plog, "event=batch_fallback");
+	printf("# %lld fallbacks for %d copies\n", fallbacks, N);
+	/*
+	 * At most two per run (the run, then the rest once): 10 for runs of 8; one per copy but
+	 * the last of each run without the bound, 35.
+	 */
+	assert_true(fallbacks > 0);
+	assert_true(fallbacks < N / 2);
 	stop_processor();
 }
 
@@ -164,7 +269,9 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(backlog_is_applied_in_batches),
-	    cmocka_unit_test(a_failing_payment_rolls_its_batch_back_to_one_at_a_time),
+	    cmocka_unit_test(a_failing_payment_rolls_its_batch_back_and_goes_alone),
+	    cmocka_unit_test(the_messages_after_a_failing_one_form_a_batch_again),
+	    cmocka_unit_test(copies_of_done_rows_try_one_batch_more),
 	};
 	int rc;
 
