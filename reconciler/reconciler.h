@@ -131,10 +131,30 @@ int recon_ladder_steps(const struct conf *cf);
 enum db_rc recon_alert(struct reconciler *r, const char *kind, const char *merchant,
                        const char *order, const char *detail);
 
+/*
+ * What makes each kind of job due, shared by its sweep's query and the probe (with the same
+ * parameters: refunds reconciler.refund_approval; queries the number of query steps and the
+ * first step's delay; closes none).
+ */
+#define RECON_REFUND_DUE                                                                           \
+	"status IN ('REQUESTED', 'SUBMITTED') AND next_attempt_at <= NOW(3) AND (? = 0 OR "        \
+	"status = 'SUBMITTED' OR approved_at IS NOT NULL)"
+#define RECON_QUERY_DUE                                                                            \
+	"status = 'PENDING' AND recon_step < ? AND (recon_next_at <= NOW(3) OR (recon_next_at "    \
+	"IS NULL AND created_at <= NOW(3) - INTERVAL ? SECOND))"
+#define RECON_CLOSE_DUE                                                                            \
+	"status = 'CLOSED' AND close_requested_at IS NOT NULL AND channel_closed_at IS NULL AND "  \
+	"(recon_next_at IS NULL OR recon_next_at <= NOW(3))"
+
 /* reconciler_refund.c: claims and works the due refund requests. */
 int recon_refunds(struct reconciler *r, struct recon_counts *c, int *full);
-/* Sets the refunds-by-state gauges. */
-int recon_refund_gauges(struct reconciler *r);
+
+/* reconciler_probe.c: which kinds of job are due, and the refund gauges, in one statement. */
+struct recon_probe {
+	int refunds, queries, closes;
+};
+/* Runs the probe, fills *p and sets the refunds-by-state gauges; 0, or -1. */
+int recon_probe(struct reconciler *r, struct recon_probe *p);
 
 /* reconciler_query.c: queries PENDING orders at their channels; reserves paid answers. */
 int recon_queries(struct reconciler *r, struct recon_counts *c, int *full);

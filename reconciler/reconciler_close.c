@@ -81,9 +81,7 @@ recon_closes(struct reconciler *r, struct recon_counts *c, int *full)
 	if (recon_orders_select(
 	        r,
 	        "SELECT id, merchant_id, out_trade_no, recon_step, CAST(recon_next_at AS CHAR) "
-	        "FROM orders WHERE status = 'CLOSED' AND close_requested_at IS NOT NULL AND "
-	        "channel_closed_at IS NULL AND (recon_next_at IS NULL OR recon_next_at <= "
-	        "NOW(3)) LIMIT ?",
+	        "FROM orders WHERE " RECON_CLOSE_DUE " LIMIT ?",
 	        in, 1, &b, full) != 0) {
 		rc = -1;
 		goto done;

@@ -2,8 +2,8 @@
  * reconciler_daemon - the reconciler's state, its cycle and the daemon_main callbacks (the
  * metrics it creates at start are reconciler_metrics.c's). One thread owns the database
  * connection and the channel clients and runs a cycle every reconciler.sweep_interval_s,
- * again at once while a batch came back full: refunds, then reconciliation queries of PENDING
- * orders, then closes, then the gauges.
+ * again at once while a batch came back full: a probe (reconciler_probe.c), then those of
+ * refunds, reconciliation queries of PENDING orders and closes that have due jobs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,25 +94,34 @@ fail:
 	return rc;
 }
 
+/*
+ * recon_cycle - the probe, then only the kinds of job it found due (refunds, then payment
+ * queries, then closes); a cycle that did work reads the gauges again at its end, unless
+ * the next cycle follows at once. An idle cycle is the probe alone, one statement.
+ */
 static int
 recon_cycle(struct reconciler *r, int *more)
 {
 	struct recon_counts c;
+	struct recon_probe p;
 	long long t0 = clock_mono_ms();
 	int rc = 0, full = 0;
 
 	memset(&c, 0, sizeof(c));
 	*more = 0;
-	if (recon_refunds(r, &c, &full) != 0)
+	/* A failed probe leaves every flag 0: the cycle does nothing and fails. */
+	if (recon_probe(r, &p) != 0)
 		rc = -1;
-	*more |= full;
-	if (recon_queries(r, &c, &full) != 0)
+	if (p.refunds && recon_refunds(r, &c, &full) != 0)
 		rc = -1;
-	*more |= full;
-	if (recon_closes(r, &c, &full) != 0)
+	*more |= p.refunds && full;
+	if (p.queries && recon_queries(r, &c, &full) != 0)
 		rc = -1;
-	*more |= full;
-	if (recon_refund_gauges(r) != 0)
+	*more |= p.queries && full;
+	if (p.closes && recon_closes(r, &c, &full) != 0)
+		rc = -1;
+	*more |= p.closes && full;
+	if ((p.refunds || p.queries || p.closes) && (rc != 0 || !*more) && recon_probe(r, &p) != 0)
 		rc = -1;
 	metrics_observe_us(recon_mx.cycle_us, (clock_mono_ms() - t0) * 1000);
 	if (rc != 0)

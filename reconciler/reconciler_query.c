@@ -173,9 +173,7 @@ recon_queries(struct reconciler *r, struct recon_counts *c, int *full)
 	if (recon_orders_select(
 	        r,
 	        "SELECT id, merchant_id, out_trade_no, recon_step, CAST(recon_next_at AS CHAR) "
-	        "FROM orders WHERE status = 'PENDING' AND recon_step < ? AND (recon_next_at <= "
-	        "NOW(3) OR (recon_next_at IS NULL AND created_at <= NOW(3) - INTERVAL ? "
-	        "SECOND)) LIMIT ?",
+	        "FROM orders WHERE " RECON_QUERY_DUE " LIMIT ?",
 	        in, 3, &b, full) != 0) {
 		rc = -1;
 		goto done;

@@ -397,10 +397,8 @@ recon_refunds(struct reconciler *r, struct recon_counts *c, int *full)
 	             "SELECT id, merchant_id, channel, channel_trade_no, out_trade_no, CAST(amount "
 	             "AS CHAR), currency, status, IFNULL(out_refund_no, ''), "
 	             "IFNULL(channel_refund_id, ''), sent_at IS NOT NULL, attempts, alerted_at IS "
-	             "NOT NULL, CAST(next_attempt_at AS CHAR) FROM refund_requests WHERE status IN "
-	             "('REQUESTED', 'SUBMITTED') AND next_attempt_at <= NOW(3) AND (? = 0 OR "
-	             "status = 'SUBMITTED' OR approved_at IS NOT NULL) ORDER BY next_attempt_at "
-	             "LIMIT ?",
+	             "NOT NULL, CAST(next_attempt_at AS CHAR) FROM refund_requests "
+	             "WHERE " RECON_REFUND_DUE " ORDER BY next_attempt_at LIMIT ?",
 	             in, 2, out, 14, collect, &b, &rows) != DB_OK) {
 		rc = -1;
 		goto done;
@@ -437,43 +435,4 @@ recon_refunds(struct reconciler *r, struct recon_counts *c, int *full)
 done:
 	free(b.v);
 	return rc;
-}
-
-static int
-gauge_row(void *arg, struct db_out *o)
-{
-	static const char *const names[4] = {"REQUESTED", "SUBMITTED", "DONE", "FAILED"};
-	long long *v = arg;
-
-	for (int k = 0; k < 4; k++)
-		if (strcmp(o[0].buf, names[k]) == 0)
-			v[k] = o[1].i;
-	return 0;
-}
-
-int
-recon_refund_gauges(struct reconciler *r)
-{
-	char st[16];
-	struct db_out out[2] = {DBO_STR(st, sizeof(st)), DBO_I64()};
-	long long v[4] = {0};
-	unsigned long long rows = 0;
-
-	if (db_query(&r->db, "SELECT status, COUNT(*) FROM refund_requests GROUP BY status", NULL,
-	             0, out, 2, gauge_row, v, &rows) != DB_OK)
-		return -1;
-	for (int k = 0; k < 4; k++)
-		metrics_set(recon_mx.refunds[k], v[k]);
-	/* Past the ladder: the rows that raised their refund_stuck alert and are not settled. */
-	{
-		struct db_out n = DBO_I64();
-
-		if (db_query(&r->db,
-		             "SELECT COUNT(*) FROM refund_requests WHERE status IN ('REQUESTED', "
-		             "'SUBMITTED') AND alerted_at IS NOT NULL",
-		             NULL, 0, &n, 1, NULL, NULL, &rows) != DB_OK)
-			return -1;
-		metrics_set(recon_mx.stuck, n.i);
-	}
-	return 0;
 }

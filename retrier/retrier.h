@@ -112,18 +112,42 @@ int retrier_outbox_sweep(struct retrier *r, struct retrier_counts *c, int *full)
 
 /* retrier_purge.c */
 int retrier_purge(struct retrier *r, enum cblog lg, struct retrier_counts *c);
+/* The done_at up to which log lg's bodies were cleared (the start of time before the first). */
+const char *retrier_purge_cursor(struct retrier *r, enum cblog lg);
+
+/* retrier_probe.c: which sweeps of a cycle have work, and the gauges, in one statement. */
+struct retrier_probe {
+	int due[CBLOG_N];   /* pending rows are due: the sweep */
+	int stuck[CBLOG_N]; /* due for longer than stuck_after_s: the alarm counts them */
+	int old[CBLOG_N];   /* pending rows created before the end-to-end threshold */
+	int dlq[CBLOG_N];   /* a dead letter is due */
+	int purge[CBLOG_N]; /* a done body is past purge_after_s beyond the cursor */
+	int outbox;         /* an outbox row is unsent for longer than outbox_after_s */
+	long long pending[CBLOG_N][CFG_LIST_MAX + 2], storms[CBLOG_N];
+	long long dead[CBLOG_N], unsent[CBLOG_N];
+	int last; /* the last pending step counted: ladder steps + 1 */
+};
+extern const char *const retrier_sql_probe;
+/* Runs the probe, fills *p and sets the gauges it carries; 0, or -1 (logged). */
+int retrier_probe(struct retrier *r, struct retrier_probe *p);
+/* The probe for its gauges only: dead rows, unsent dead letters, pending rows per step. */
+int retrier_gauges(struct retrier *r);
 
 /* retrier_alarm.c */
 int retrier_alert(struct db *db, const char *kind, unsigned long long id, const char *merchant,
                   const char *order, const char *detail);
 int retrier_alarm_check(struct retrier *r, struct retrier_counts *c);
+/* The same for the logs whose flag is set; the others' gauges are set to 0 without a query
+ * (the probe saw no stuck row in them). */
+int retrier_alarm_check_logs(struct retrier *r, struct retrier_counts *c, const int logs[CBLOG_N]);
 /* The end-to-end threshold: retrier.stuck_after_s, raised to the ladder's total plus every
  * lease and two sweeps when that is longer (a healthy row may take that long). */
 long long retrier_old_after_s(const struct conf *cf);
 /* The end-to-end alarm: counts pending rows older than the threshold (gauges) and alerts
  * each such row once. */
 int retrier_old_check(struct retrier *r, struct retrier_counts *c);
-int retrier_gauges(struct retrier *r);
+/* The same for the logs whose flag is set; the others have no old row (gauge 0). */
+int retrier_old_check_logs(struct retrier *r, struct retrier_counts *c, const int logs[CBLOG_N]);
 
 /* retrier_lag.c: the processors' lag on the main and every delay topic (docs/retrier.md). */
 /* Measures now; returns 0, or -1 when it could not (paycb_consumer_lag_check_ok 0). */

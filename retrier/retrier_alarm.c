@@ -18,6 +18,11 @@
  * old_alerted_at with a conditional UPDATE in the alert's transaction, so of any number of
  * retriers one writes it. The per-step gauges also count rows republished more than
  * retrier.max_republish times at one attempt (the sweep alerts each of those once).
+ *
+ * A cycle runs these checks only for the logs where its probe (retrier_probe.c) saw a
+ * stuck row or a pending row older than the threshold; the other logs' gauges are 0 without a
+ * query, as their queries would have counted nothing. The per-step and dead-row gauges are the
+ * probe's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,13 +37,6 @@
 #define STUCK_SQL(T)                                                                               \
 	"SELECT COUNT(*), IFNULL(TIMESTAMPDIFF(SECOND, MIN(next_retry_at), NOW(3)), 0) FROM " T    \
 	" WHERE status = 0 AND next_retry_at < NOW(3) - INTERVAL ? SECOND"
-#define DEAD_COUNT_SQL(T) "SELECT COUNT(*) FROM " T " WHERE status = 2"
-#define UNSENT_COUNT_SQL(T)                                                                        \
-	"SELECT COUNT(*) FROM " T " WHERE status = 2 AND dlq_sent_at IS NULL AND dead_reason "     \
-	"IS NOT NULL"
-#define STEPS_SQL(T)                                                                               \
-	"SELECT retry_count, COUNT(*), CAST(IFNULL(SUM(republish_count > ?), 0) AS SIGNED) "       \
-	"FROM " T " WHERE status = 0 GROUP BY retry_count"
 /* Served by idx_pending_age (status, created_at); a replayed row counts from its replay. */
 #define OLD_WHERE                                                                                  \
 	" WHERE status = 0 AND created_at < NOW(3) - INTERVAL ? SECOND AND "                       \
@@ -57,12 +55,11 @@
 /* The alarm's statements for one callback table T. */
 #define ALARM_SQL(T)                                                                               \
 	{                                                                                          \
-		STUCK_SQL(T), DEAD_COUNT_SQL(T), UNSENT_COUNT_SQL(T), STEPS_SQL(T),                \
-		    OLD_COUNT_SQL(T), OLD_NEW_SQL(T), OLD_MARK_SQL(T)                              \
+		STUCK_SQL(T), OLD_COUNT_SQL(T), OLD_NEW_SQL(T), OLD_MARK_SQL(T)                    \
 	}
 
 static const struct {
-	const char *stuck, *dead_count, *unsent_count, *steps, *old_count, *old_new, *old_mark;
+	const char *stuck, *old_count, *old_new, *old_mark;
 } sql[CBLOG_N] = CBLOG_SQL(ALARM_SQL);
 
 /* retrier_alert - writes one alerts row (the caller logs the event=alert line). */
@@ -80,9 +77,17 @@ retrier_alert(struct db *db, const char *kind, unsigned long long id, const char
 	               in, 5, NULL, NULL);
 }
 
-/* retrier_alarm_check - counts stuck rows, sets the gauges, raises the alarm. */
+static const int all_logs[CBLOG_N] = {1, 1};
+
 int
 retrier_alarm_check(struct retrier *r, struct retrier_counts *c)
+{
+	return retrier_alarm_check_logs(r, c, all_logs);
+}
+
+/* retrier_alarm_check_logs - counts stuck rows, sets the gauges, raises the alarm. */
+int
+retrier_alarm_check_logs(struct retrier *r, struct retrier_counts *c, const int logs[CBLOG_N])
 {
 	long long total = 0, oldest = 0, now = clock_mono_ms();
 	long long every_ms = r->cf->retrier.stuck_after_s * 1000;
@@ -92,6 +97,10 @@ retrier_alarm_check(struct retrier *r, struct retrier_counts *c)
 		struct db_in in[1] = {DBI_I64(r->cf->retrier.stuck_after_s)};
 		struct db_out out[2] = {DBO_I64(), DBO_I64()};
 
+		if (!logs[lg]) {
+			metrics_set(retrier_mx.stuck[lg], 0);
+			continue;
+		}
 		if (db_query(&r->db, sql[lg].stuck, in, 1, out, 2, NULL, NULL, NULL) != DB_OK) {
 			log_warn(NULL, "event=alarm_check_failed error=\"%s\"", r->db.last_error);
 			return -1;
@@ -207,9 +216,15 @@ fail:
 	return -1;
 }
 
-/* retrier_old_check - the end-to-end alarm: gauges, then one alert per old row. */
 int
 retrier_old_check(struct retrier *r, struct retrier_counts *c)
+{
+	return retrier_old_check_logs(r, c, all_logs);
+}
+
+/* retrier_old_check_logs - the end-to-end alarm: gauges, then one alert per old row. */
+int
+retrier_old_check_logs(struct retrier *r, struct retrier_counts *c, const int logs[CBLOG_N])
 {
 	long long after_s = retrier_old_after_s(r->cf), oldest = 0;
 	char b_merchant[65], b_order[129], b_channel[17];
@@ -233,6 +248,10 @@ retrier_old_check(struct retrier *r, struct retrier_counts *c)
 		                        DBO_I64(),
 		                        DBO_I64()};
 
+		if (!logs[lg]) {
+			metrics_set(retrier_mx.old[lg], 0);
+			continue;
+		}
 		if (db_query(&r->db, sql[lg].old_count, in, 2, cnt, 2, NULL, NULL, NULL) != DB_OK)
 			goto db_fail;
 		metrics_set(retrier_mx.old[lg], cnt[0].i);
@@ -261,60 +280,4 @@ db_fail:
 done:
 	free(s.rows);
 	return rc;
-}
-
-struct steps_arg {
-	long long counts[CFG_LIST_MAX + 2];
-	long long storms;
-	int last;
-};
-
-static int
-steps_collect(void *arg, struct db_out *o)
-{
-	struct steps_arg *a = arg;
-	long long k = o[0].i;
-
-	/* Rows above n+1 (a shorter ladder than when they failed) are due to become dead. */
-	if (k < 0)
-		k = 0;
-	if (k > a->last)
-		k = a->last;
-	a->counts[k] += o[1].i;
-	a->storms += o[2].i;
-	return 0;
-}
-
-/* retrier_gauges - dead rows, unsent dead letters and pending rows per ladder step. */
-int
-retrier_gauges(struct retrier *r)
-{
-	int n = ladder_steps(&r->cf->retry);
-
-	for (int lg = 0; lg < CBLOG_N; lg++) {
-		struct db_out out[3] = {DBO_I64(), DBO_I64(), DBO_I64()};
-		struct db_in in[1] = {DBI_I64(r->cf->retrier.max_republish)};
-		struct steps_arg a;
-
-		memset(&a, 0, sizeof(a));
-		a.last = n + 1;
-		if (db_query(&r->db, sql[lg].dead_count, NULL, 0, out, 1, NULL, NULL, NULL) !=
-		    DB_OK)
-			goto fail;
-		metrics_set(retrier_mx.dead_rows[lg], out[0].i);
-		if (db_query(&r->db, sql[lg].unsent_count, NULL, 0, out, 1, NULL, NULL, NULL) !=
-		    DB_OK)
-			goto fail;
-		metrics_set(retrier_mx.dlq_unsent[lg], out[0].i);
-		if (db_query(&r->db, sql[lg].steps, in, 1, out, 3, steps_collect, &a, NULL) !=
-		    DB_OK)
-			goto fail;
-		for (int k = 0; k <= n + 1; k++)
-			metrics_set(retrier_mx.pending[lg][k], a.counts[k]);
-		metrics_set(retrier_mx.storm_rows[lg], a.storms);
-	}
-	return 0;
-fail:
-	log_warn(NULL, "event=gauges_failed error=\"%s\"", r->db.last_error);
-	return -1;
 }

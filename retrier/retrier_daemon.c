@@ -5,7 +5,9 @@
  * One thread owns the database connection and runs the cycles, publishing each phase as one
  * batch (retrier_publish.c); the admin listener serves /metrics from its own thread. A
  * cycle runs every retrier.sweep_interval_s, or again at once while a batch came back full,
- * so a backlog drains at full speed and an idle retrier costs a few index lookups.
+ * so a backlog drains at full speed. A cycle starts with one statement, the probe
+ * (retrier_probe.c), and runs only the sweeps it found work for, so an idle retrier costs one
+ * round trip per interval.
  *
  * On SIGTERM daemon_main stops calling the loop after the current cycle; the drain flushes
  * the producer and exits 0, or 70 when messages were left undelivered.
@@ -81,39 +83,74 @@ retrier_close(struct retrier *r)
 	return left;
 }
 
-/* retrier_cycle - alarm, due rows, dead letters, outbox, purge and gauges. */
+/*
+ * cycle_work - the sweeps the probe found work for: alarm, due rows, dead letters, outbox,
+ * purge. Sets *worked when one ran; returns 0, or -1 when one failed.
+ */
+static int
+cycle_work(struct retrier *r, const struct retrier_probe *p, struct retrier_counts *c, int *more,
+           int *worked)
+{
+	int rc = 0, full;
+
+	if (retrier_alarm_check_logs(r, c, p->stuck) != 0)
+		rc = -1;
+	if (retrier_old_check_logs(r, c, p->old) != 0)
+		rc = -1;
+	for (int lg = 0; lg < CBLOG_N; lg++) {
+		long long dead = c->dead;
+
+		if (p->due[lg]) {
+			*worked = 1;
+			if (retrier_sweep(r, (enum cblog)lg, c, &full) != 0)
+				rc = -1;
+			*more |= full;
+		}
+		/* A row the sweep just made dead is due for its dead letter now, as before. */
+		if (p->dlq[lg] || c->dead > dead) {
+			*worked = 1;
+			if (retrier_dlq_sweep(r, (enum cblog)lg, c, &full) != 0)
+				rc = -1;
+			*more |= full;
+		}
+	}
+	if (p->outbox) {
+		*worked = 1;
+		if (retrier_outbox_sweep(r, c, &full) != 0)
+			rc = -1;
+		*more |= full;
+	}
+	for (int lg = 0; lg < CBLOG_N; lg++)
+		if (p->purge[lg]) {
+			*worked = 1;
+			if (retrier_purge(r, (enum cblog)lg, c) != 0)
+				rc = -1;
+		}
+	return rc;
+}
+
+/*
+ * retrier_cycle - the probe, then only the sweeps it found work for. An idle cycle is the
+ * probe alone, one statement; a cycle that worked reads the gauges again at its end, unless
+ * the next cycle (and its probe) follows at once.
+ */
 int
 retrier_cycle(struct retrier *r, int *more)
 {
 	struct retrier_counts c;
+	struct retrier_probe p;
 	long long t0 = clock_mono_ms();
 	long long a, b;
-	int rc = 0, full;
+	int rc = 0, worked = 0;
 
 	memset(&c, 0, sizeof(c));
 	*more = 0;
 	a = clock_mono_us();
-	if (retrier_alarm_check(r, &c) != 0)
+	if (retrier_probe(r, &p) != 0)
 		rc = -1;
-	if (retrier_old_check(r, &c) != 0)
+	else if (cycle_work(r, &p, &c, more, &worked) != 0)
 		rc = -1;
-	for (int lg = 0; lg < CBLOG_N; lg++) {
-		if (retrier_sweep(r, (enum cblog)lg, &c, &full) != 0)
-			rc = -1;
-		*more |= full;
-	}
-	for (int lg = 0; lg < CBLOG_N; lg++) {
-		if (retrier_dlq_sweep(r, (enum cblog)lg, &c, &full) != 0)
-			rc = -1;
-		*more |= full;
-	}
-	if (retrier_outbox_sweep(r, &c, &full) != 0)
-		rc = -1;
-	*more |= full;
-	for (int lg = 0; lg < CBLOG_N; lg++)
-		if (retrier_purge(r, (enum cblog)lg, &c) != 0)
-			rc = -1;
-	if (retrier_gauges(r) != 0)
+	if (worked && (rc != 0 || !*more) && retrier_gauges(r) != 0)
 		rc = -1;
 	b = clock_mono_us();
 	metrics_observe_us(retrier_mx.sweep_us, b - a);

@@ -33,6 +33,15 @@
 static const char *const sql_scan[CBLOG_N] = CBLOG_SQL(SCAN_SQL);
 static const char *const sql_clear[CBLOG_N] = CBLOG_SQL(CLEAR_SQL);
 
+const char *
+retrier_purge_cursor(struct retrier *r, enum cblog lg)
+{
+	if (r->purge_cursor[lg][0] == '\0')
+		snprintf(r->purge_cursor[lg], sizeof(r->purge_cursor[lg]),
+		         "1000-01-01 00:00:00.000");
+	return r->purge_cursor[lg];
+}
+
 /* retrier_purge - clears old done bodies of log lg, batch by batch, within the budget. */
 int
 retrier_purge(struct retrier *r, enum cblog lg, struct retrier_counts *c)
@@ -41,8 +50,7 @@ retrier_purge(struct retrier *r, enum cblog lg, struct retrier_counts *c)
 	char *cursor = r->purge_cursor[lg];
 	char upto[32];
 
-	if (cursor[0] == '\0')
-		snprintf(cursor, sizeof(r->purge_cursor[lg]), "1000-01-01 00:00:00.000");
+	retrier_purge_cursor(r, lg);
 	while (clock_mono_ms() < end) {
 		struct db_in in[3] = {DBI_STR(cursor), DBI_I64(r->cf->retrier.purge_after_s),
 		                      DBI_I64(r->cf->retrier.purge_batch)};

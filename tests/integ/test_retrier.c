@@ -3,7 +3,8 @@
  * at a time through the library the daemon runs (build/lib retrier): leases and the topic of
  * each ladder step, the dead transition with its alert and exactly one dead letter, a dead
  * letter whose publish failed and is retried, the outbox relay, the purge, the stuck-row
- * alarm and the per-step gauges, and the sweep query's plan.
+ * alarm and the per-step gauges, the sweep query's plan, and an idle cycle that costs one
+ * statement (the probe) and still sets the gauges.
  *
  * Every test starts from empty logs; messages stay on the topics, so they are counted by row
  * id (ids are never reused). Topic contents are read up to the high watermarks
@@ -486,6 +487,72 @@ refund_rows_walk_the_same_ladder(void **state)
 	retrier_close(r);
 }
 
+/* stmt_executes - the statements the retrier's own connection has executed so far. */
+static long long
+stmt_executes(struct retrier *r)
+{
+	struct db_out out[1] = {DBO_I64()};
+
+	assert_int_equal(db_query(&r->db,
+	                          "SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM "
+	                          "information_schema.SESSION_STATUS WHERE VARIABLE_NAME = "
+	                          "'COM_STMT_EXECUTE'",
+	                          NULL, 0, out, 1, NULL, NULL, NULL),
+	                 DB_OK);
+	return out[0].i;
+}
+
+static void
+idle_cycle_is_one_statement_and_keeps_the_gauges(void **state)
+{
+	struct retrier *r = open_retrier(&cf);
+	long long base, used;
+	unsigned long long id;
+	int more;
+
+	(void)state;
+	/* Rows that need nothing now: leased, done a moment ago, dead with its letter sent. */
+	id = add_row("o-idle", 0, 1, 60, 0);
+	add_row("o-idle", 1, 0, 60, 1);
+	add_row("o-idle", 2, 2, -60, 0);
+	assert_int_equal(db_exec(&tdb,
+	                         "UPDATE pay_callback_log SET dead_reason = 'ladder_exhausted', "
+	                         "dlq_sent_at = NOW(3) WHERE status = 2",
+	                         NULL, 0, NULL, NULL),
+	                 DB_OK);
+	/* The first cycle walks the purge cursor from the start; the next ones are idle. */
+	assert_int_equal(retrier_cycle(r, &more), 0);
+	base = stmt_executes(r);
+	base = stmt_executes(r) - base; /* what reading the counter costs */
+	for (int i = 0; i < 3; i++) {
+		used = stmt_executes(r);
+		assert_int_equal(retrier_cycle(r, &more), 0);
+		used = stmt_executes(r) - used - base;
+		printf("# idle cycle %d: %lld statements\n", i + 1, used);
+		assert_int_equal(used, 1);
+		assert_int_equal(more, 0);
+	}
+	/* The one statement still sets every gauge the sweeps used to. */
+	assert_int_equal(metrics_value(retrier_mx.pending[CBLOG_PAY][1]), 1);
+	assert_int_equal(metrics_value(retrier_mx.dead_rows[CBLOG_PAY]), 1);
+	assert_int_equal(metrics_value(retrier_mx.dlq_unsent[CBLOG_PAY]), 0);
+	assert_int_equal(metrics_value(retrier_mx.stuck[CBLOG_PAY]), 0);
+	/* A row that comes due is taken by the next cycle, whose end reads the gauges again. */
+	{
+		struct db_in in[1] = {DBI_I64(id)};
+
+		assert_int_equal(db_exec(&tdb,
+		                         "UPDATE pay_callback_log SET next_retry_at = NOW(3) - "
+		                         "INTERVAL 1 SECOND WHERE id = ?",
+		                         in, 1, NULL, NULL),
+		                 DB_OK);
+	}
+	assert_int_equal(retrier_cycle(r, &more), 0);
+	assert_int_equal(r->last.republished, 1);
+	assert_int_equal(metrics_value(retrier_mx.pending[CBLOG_PAY][1]), 1);
+	retrier_close(r);
+}
+
 static void
 sweep_query_plan_uses_idx_retry(void **state)
 {
@@ -535,6 +602,7 @@ main(void)
 	    cmocka_unit_test_setup(gauges_count_rows_per_step_and_dead, clean),
 	    cmocka_unit_test_setup(refund_rows_walk_the_same_ladder, clean),
 	    cmocka_unit_test_setup(sweep_query_plan_uses_idx_retry, clean),
+	    cmocka_unit_test_setup(idle_cycle_is_one_statement_and_keeps_the_gauges, clean),
 	};
 	int rc;
 
