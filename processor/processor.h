@@ -342,6 +342,10 @@ void proc_rollback(struct db *db);
 /* BEGIN and COMMIT of one message's transaction; no-ops inside a batch's transaction. */
 enum db_rc proc_begin(struct proc_worker *w);
 enum db_rc proc_commit(struct proc_worker *w);
+/* proc_alert_insert - one alerts row naming callback_id, in the worker's transaction. */
+enum db_rc proc_alert_insert(struct proc_worker *w, unsigned long long callback_id,
+                             const char *merchant, const char *order, const char *kind,
+                             const char *detail);
 enum db_rc proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind,
                       const char *detail, struct proc_result *r);
 enum proc_tx proc_dead(struct proc_worker *w, const struct proc_row *row, const char *reason,

@@ -99,17 +99,25 @@ proc_tx_retry(struct proc_worker *w, const char *reason, struct proc_result *r)
 }
 
 enum db_rc
+proc_alert_insert(struct proc_worker *w, unsigned long long callback_id, const char *merchant,
+                  const char *order, const char *kind, const char *detail)
+{
+	struct db_in in[5] = {DBI_STR(kind), DBI_I64(callback_id), DBI_STR(merchant),
+	                      DBI_STR(order), DBI_STR(detail)};
+
+	return db_exec(&w->db,
+	               "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
+	               "VALUES (?, ?, ?, ?, ?)",
+	               in, 5, NULL, NULL);
+}
+
+enum db_rc
 proc_alert(struct proc_worker *w, const struct proc_row *row, const char *kind, const char *detail,
            struct proc_result *r)
 {
-	struct db_in in[5] = {DBI_STR(kind), DBI_I64(row->id), DBI_STR(row->merchant),
-	                      DBI_STR(row->order), DBI_STR(detail)};
 	enum db_rc rc;
 
-	rc = db_exec(&w->db,
-	             "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
-	             "VALUES (?, ?, ?, ?, ?)",
-	             in, 5, NULL, NULL);
+	rc = proc_alert_insert(w, row->id, row->merchant, row->order, kind, detail);
 	if (rc == DB_OK) {
 		r->alert_kind = kind;
 		snprintf(r->alert_detail, sizeof(r->alert_detail), "%s", detail);

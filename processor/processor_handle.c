@@ -47,14 +47,9 @@ static enum db_rc
 proc_msg_alert(struct proc_worker *w, const struct msg_callback *m, const char *kind,
                const char *detail)
 {
-	struct db_in in[5] = {DBI_STR(kind), DBI_I64(m->id), DBI_STR(m->merchant_id),
-	                      DBI_STR(m->out_trade_no), DBI_STR(detail)};
 	enum db_rc rc;
 
-	rc = db_exec(&w->db,
-	             "INSERT INTO alerts (kind, callback_id, merchant_id, out_trade_no, detail) "
-	             "VALUES (?, ?, ?, ?, ?)",
-	             in, 5, NULL, NULL);
+	rc = proc_alert_insert(w, m->id, m->merchant_id, m->out_trade_no, kind, detail);
 	if (rc == DB_OK)
 		rc = db_commit(&w->db);
 	if (rc != DB_OK)
