@@ -4,14 +4,17 @@
 # for comparing builds of the load generator (or of ingest) on a shared machine.
 #
 #   tools/bench_ingest.sh [SIM...]    (default: bin/paycb-sim)
+#   BENCH_INGESTS="paycb-ingest ../var/old/paycb-ingest" tools/bench_ingest.sh
 #
-# Each round runs, per level, every SIM given in turn (alternating builds, so the machine's
-# other load falls on all of them alike) and then `paycb-bench dbceiling --shape publish` at
-# the same concurrency; one key=value line per run on stdout, with the load average. The
+# Each round runs, per level, every SIM against every ingest build in turn (alternating
+# builds, so the machine's other load falls on all of them alike) and then `paycb-bench
+# dbceiling --shape publish` at the same concurrency; one key=value line per run on stdout,
+# with the load average. Ingest builds are programs relative to bin/ (a copy of an older
+# build elsewhere is reached through ../), each started once on ports of its own. The
 # settings are tools/bench.sh's; its own database paycb_bingest (dropped at the start and the
 # end), topic prefix pbingest and free ports, so it runs beside the demo and the bench.
 # Environment: BENCH_INGEST_N (6000 notifications per run), BENCH_LEVELS ("8 64 256"),
-# BENCH_ROUNDS (2).
+# BENCH_ROUNDS (2), BENCH_INGESTS ("paycb-ingest").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tools/sim/pipeline.sh
@@ -24,6 +27,7 @@ DB=paycb_bingest
 N=${BENCH_INGEST_N:-6000}
 SIMS=("$@")
 ((${#SIMS[@]} > 0)) || SIMS=(bin/paycb-sim)
+read -r -a INGESTS <<<"${BENCH_INGESTS:-paycb-ingest}"
 
 pl_scratch "$B" "$DB"
 kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
@@ -41,21 +45,35 @@ bin/paycb-sim keys --out "$B/keys" --conf "$CONF" --base "$base" >/dev/null \
 bin/paycb-migrate -c "$CONF" --create-db >"$B/log/migrate.log" 2>&1
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 trap pl_scratch_cleanup EXIT
-pl_start ingest "$CONF" paycb-ingest "$INGEST_ADMIN"
-pl_ready "$INGEST_ADMIN" 60
+for k in "${!INGESTS[@]}"; do
+	# The first build keeps the generated ports; each other one gets two more in a copy.
+	if ((k > 0)); then
+		p=$(pl_free_port) a=$(pl_free_port)
+		sed -e "s/^\(\s*listen_port\s*=\s*\)$INGEST;/\1$p;/" \
+			-e "s/^\(\s*admin_port\s*=\s*\)$INGEST_ADMIN;/\1$a;/" "$CONF" >"$B/paycb-$k.conf"
+	else
+		a=$INGEST_ADMIN
+		cp "$CONF" "$B/paycb-$k.conf"
+	fi
+	pl_start "ingest$k" "$B/paycb-$k.conf" "${INGESTS[$k]}" "$a"
+	pl_ready "$a" 60
+done
 
 for r in $(seq 1 "${BENCH_ROUNDS:-2}"); do
 	for c in ${BENCH_LEVELS:-8 64 256}; do
 		for i in "${!SIMS[@]}"; do
-			f=$B/run-$r-$c-$i.kv
-			ing=$(pl_cpu_ms "$(pl_pid ingest)")
-			"${SIMS[$i]}" run --seed 7 -c "$CONF" --keys "$B/keys" --scenario load --orders "$N" \
-				--concurrency "$c" --ingest-only --wait 300 --report "$f" \
-				>"$B/log/sim-$r-$c-$i.log" 2>&1 || { tail -n 20 "$B/log/sim-$r-$c-$i.log"; exit 1; }
-			ing=$(($(pl_cpu_ms "$(pl_pid ingest)") - ing))
-			echo "round=$r clients=$c sim=${SIMS[$i]} ack_rate=$(kv "$f" ack_rate)" \
-				"ack_p99_us=$(kv "$f" ack_p99_us) sim_deliver_cpu_ms=$(kv "$f" deliver_cpu_ms)" \
-				"sim_cpu_ms=$(kv "$f" cpu_ms) ingest_cpu_ms=$ing load=$(load)"
+			for k in "${!INGESTS[@]}"; do
+				f=$B/run-$r-$c-$i-$k.kv
+				ing=$(pl_cpu_ms "$(pl_pid "ingest$k")")
+				"${SIMS[$i]}" run --seed 7 -c "$B/paycb-$k.conf" --keys "$B/keys" --scenario load \
+					--orders "$N" --concurrency "$c" --ingest-only --wait 300 --report "$f" \
+					>"$B/log/sim-$r-$c-$i-$k.log" 2>&1 || { tail -n 20 "$B/log/sim-$r-$c-$i-$k.log"; exit 1; }
+				ing=$(($(pl_cpu_ms "$(pl_pid "ingest$k")") - ing))
+				echo "round=$r clients=$c sim=${SIMS[$i]} ingest=${INGESTS[$k]}" \
+					"ack_rate=$(kv "$f" ack_rate) ack_p99_us=$(kv "$f" ack_p99_us)" \
+					"sim_deliver_cpu_ms=$(kv "$f" deliver_cpu_ms) sim_cpu_ms=$(kv "$f" cpu_ms)" \
+					"ingest_cpu_ms=$ing load=$(load)"
+			done
 		done
 		f=$B/publish-$r-$c.kv
 		bin/paycb-bench dbceiling -c "$CONF" --shape publish --concurrency "$c" --count "$N" \
