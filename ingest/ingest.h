@@ -72,12 +72,20 @@ struct ingest_job {
 	 * when it landed without a reservation). */
 	void (*settle)(struct ingest *in, struct ingest_job *j, const struct ingest_landing *l);
 };
+/* One worker thread: its own condition variable, and the job handed to it while it was idle. */
+struct ingest_worker {
+	struct ingest *in;
+	pthread_t thread;
+	pthread_cond_t cv;
+	struct ingest_job *job;
+	struct ingest_worker *next_idle;
+};
 struct ingest_work {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct ingest_job *head, *tail;
+	struct ingest_job *head, *tail; /* jobs that found no idle worker */
+	struct ingest_worker *idle;     /* idle workers, the most recently idle first */
 	int queued, stop;
-	pthread_t *threads;
+	struct ingest_worker *workers;
 	int nthreads;
 };
 
