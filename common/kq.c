@@ -4,6 +4,8 @@
  * The producer is shared by all threads of a process. A poller thread serves delivery
  * reports; a caller that waits for its message blocks on a per-message completion, which is
  * reference-counted because the waiter may give up at its deadline before the report comes.
+ * A caller that does not wait (kq_produce_then, kq_then.c) has its function called by the
+ * poller thread with the report, or at its deadline, whichever is first.
  */
 #include "kq.h"
 
@@ -18,24 +20,8 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "kq_int.h"
 #include "log.h"
-
-struct kq_wait {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int done;
-	int refs;
-	rd_kafka_resp_err_t err;
-};
-
-struct kq_producer {
-	rd_kafka_t *rk;
-	pthread_t poller;
-	atomic_int stop;
-	atomic_int fatal;
-	atomic_int down; /* librdkafka said all brokers are down; no delivery since */
-	atomic_ullong delivered, failed;
-};
 
 static int
 kq_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen)
@@ -119,7 +105,9 @@ kq_on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 		if (atomic_exchange(&p->down, 0))
 			log_info(NULL, "event=kafka_up topic=%s", rd_kafka_topic_name(m->rkt));
 	}
-	if (w) {
+	if (w && w->fn) {
+		kq_then_report(p, w, m->err);
+	} else if (w) {
 		pthread_mutex_lock(&w->mu);
 		w->done = 1;
 		w->err = m->err;
@@ -156,12 +144,13 @@ kq_poll_main(void *arg)
 	struct kq_producer *p = arg;
 
 	/*
-	 * A delivery report ends the wait at once, and kq_producer_free wakes it with
-	 * rd_kafka_yield, so the timeout only bounds an idle wait: a second, not the 50 ms that
-	 * woke every idle process 20 times a second.
+	 * A delivery report ends the wait at once, and kq_producer_free wakes it by yielding
+	 * the main queue, so the timeout only bounds an idle wait: a second, not the 50 ms that
+	 * woke every idle process 20 times a second, or until the first deadline of a
+	 * kq_produce_then message (kq_then.c).
 	 */
 	while (!atomic_load(&p->stop))
-		rd_kafka_poll(p->rk, 1000);
+		rd_kafka_poll(p->rk, kq_then_expire(p));
 	return NULL;
 }
 
@@ -176,6 +165,8 @@ kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	pthread_mutex_init(&p->amu, NULL);
+	atomic_store(&p->idle_poll_ms, 1000);
 	conf = rd_kafka_conf_new();
 	snprintf(tmo, sizeof(tmo), "%lld", cf->delivery_timeout_ms);
 	/* Idempotence implies acks=all and bounded in-flight requests: no duplicates, no
@@ -195,8 +186,10 @@ kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err
 		goto fail;
 	}
 	conf = NULL; /* rd_kafka_new() took ownership. */
+	p->mainq = rd_kafka_queue_get_main(p->rk);
 	if (pthread_create(&p->poller, NULL, kq_poll_main, p) != 0) {
 		snprintf(err, errlen, "cannot start the kafka poller thread");
+		rd_kafka_queue_destroy(p->mainq);
 		rd_kafka_destroy(p->rk);
 		goto fail;
 	}
@@ -209,7 +202,7 @@ fail:
 	return -1;
 }
 
-static int
+int
 kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
         size_t vlen, struct kq_wait *w, char *err, size_t errlen)
 {
@@ -379,9 +372,13 @@ kq_producer_free(struct kq_producer *p)
 	for (int i = 0; i < 100 && rd_kafka_outq_len(p->rk) > 0; i++)
 		rd_kafka_poll(p->rk, 50);
 	atomic_store(&p->stop, 1);
-	rd_kafka_yield(p->rk);
+	/* rd_kafka_yield only works from inside a callback: the queue's yield wakes the
+	 * poller from here. */
+	rd_kafka_queue_yield(p->mainq);
 	pthread_join(p->poller, NULL);
+	rd_kafka_queue_destroy(p->mainq);
 	rd_kafka_destroy(p->rk);
+	pthread_mutex_destroy(&p->amu);
 	free(p);
 }
 

@@ -39,6 +39,17 @@ struct kq_wait *kq_produce_start(struct kq_producer *p, const char *topic, const
                                  size_t errlen);
 int kq_wait_end(struct kq_wait *w, const struct timespec *dl, char *err, size_t errlen);
 /*
+ * Produces one message without waiting: fn(arg, rc, err) is called once, on the producer's
+ * poller thread (or a thread in kq_flush), with the delivery report or when timeout_ms have
+ * passed without one, rc as kq_produce_wait returns it; it must not block, and it may run
+ * before kq_produce_then returns. Returns 0 when the message was queued, else -1 with err and
+ * fn is never called.
+ */
+typedef void (*kq_done_fn)(void *arg, int rc, const char *err);
+int kq_produce_then(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+                    const void *val, size_t vlen, int timeout_ms, kq_done_fn fn, void *arg,
+                    char *err, size_t errlen);
+/*
  * One message of kq_publish_batch, and what became of it: delivered (its report said so),
  * failed (it was not queued, or its report said it was not written) or unknown (no report by
  * the deadline: it may still be delivered, so only a later publish of the same message, which

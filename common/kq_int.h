@@ -1,0 +1,49 @@
+/*
+ * kq_int - the producer's insides, shared by kq.c and kq_then.c (not for other modules).
+ */
+#ifndef PAYCB_KQ_INT_H
+#define PAYCB_KQ_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "kq.h"
+
+struct kq_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+	int refs;
+	rd_kafka_resp_err_t err;
+	/* kq_produce_then's: the function, and its place among the pending ones (under amu) */
+	kq_done_fn fn;
+	void *arg;
+	long long deadline_us;
+	struct kq_wait *prev, *next;
+	int listed;
+};
+
+struct kq_producer {
+	rd_kafka_t *rk;
+	rd_kafka_queue_t *mainq; /* what the poller serves; yielding it wakes the poller */
+	pthread_t poller;
+	atomic_int stop;
+	atomic_int fatal;
+	atomic_int down; /* librdkafka said all brokers are down; no delivery since */
+	atomic_ullong delivered, failed;
+	/* kq_produce_then's messages without a report yet, the earliest deadline first */
+	pthread_mutex_t amu;
+	struct kq_wait *ahead, *atail;
+	atomic_int idle_poll_ms; /* the poller's wait while none is pending */
+	long long poll_until_us; /* under amu: when the poller's current wait ends */
+};
+
+/* Queues one message whose report goes to w (may be NULL); 0, or -1 with err. In kq.c. */
+int kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
+            size_t vlen, struct kq_wait *w, char *err, size_t errlen);
+/* A kq_produce_then message's delivery report, from the delivery callback. */
+void kq_then_report(struct kq_producer *p, struct kq_wait *w, rd_kafka_resp_err_t e);
+/* Ends the waits past their deadline; returns how long the poller may wait for the next. */
+int kq_then_expire(struct kq_producer *p);
+
+#endif
