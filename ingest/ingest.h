@@ -139,13 +139,24 @@ struct ingest_req {
 	struct ingest_flight_entry *flight; /* set when this request leads a flight */
 };
 
-/* The answer. body points to static or owned text. */
+/*
+ * The answer. body points to static or owned text. A stored notification's answer waits for
+ * its message's delivery report, which the producer's poller thread serves (kq_then.c): the
+ * flow leaves the rest of the request in the answer itself, and the front's deliver sends it.
+ */
 struct ingest_resp {
 	unsigned status;
 	const char *type;
 	char body[160];
 	enum outcome outcome;
 	unsigned long long id; /* the row id, once reserved */
+	/* set by the front before ingest_handle: called once the answer is ready, when later */
+	void (*deliver)(struct ingest *in, struct ingest_resp *resp);
+	/* the flow's, while the delivery report is awaited */
+	struct ingest *in;
+	int ch;
+	long long t0_us, publish_us; /* the request's start and its publish's */
+	char cbid[32];
 };
 
 const char *outcome_name(enum outcome o);
@@ -196,8 +207,12 @@ int ingest_flight_join(struct ingest *in, const char *key, size_t klen, struct i
 void ingest_flight_land(struct ingest *in, struct ingest_flight_entry *e,
                         const struct ingest_landing *l);
 
-/* The whole flow for one request: verify, reserve, publish, answer. */
-void ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
+/*
+ * The whole flow for one request: verify, reserve, publish, answer. Returns 0 when resp is the
+ * answer, 1 when it comes later: resp->deliver is then called once it is (on another thread,
+ * possibly before ingest_handle returns), and the caller must not touch resp any more.
+ */
+int ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp);
 /* Answers and counts a copy parked on a flight whose row exists (l from the leader); since_us
  * is when the copy was complete. */
 void ingest_coalesced(struct ingest *in, int ch, const char *merchant,

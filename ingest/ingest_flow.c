@@ -166,13 +166,65 @@ ingest_reserve(struct ingest *in, struct db *db, const struct ingest_req *req,
 	return cblog_reserve(db, &r, id);
 }
 
+/* The channel's success answer: WeChat Pay's 204, the others' 200. */
 static void
+ingest_ok(int ch, struct ingest_resp *resp)
+{
+	ingest_answer(ch, 1, chan_notify_table[ch]->status(1, VERR_OK), "", resp);
+}
+
+/*
+ * ingest_publish_end - what became of a stored notification's message: logged and counted,
+ * and the success answer either way. Stored but not published is still a success for the
+ * channel: the retrier republishes the row once its initial lease runs out.
+ */
+static void
+ingest_publish_end(struct ingest_resp *resp, int rc, const char *err)
+{
+	struct ingest *in = resp->in;
+	long long us = clock_mono_us() - resp->publish_us;
+	char e[256];
+
+	metrics_observe_us(in->m.publish_lat, us);
+	if (rc == 0) {
+		log_info(resp->cbid, "event=published topic=%s publish_ms=%lld", in->topic,
+		         us / 1000);
+	} else {
+		metrics_inc(in->m.publish_failures, 1);
+		resp->outcome = OUT_UNPUBLISHED;
+		log_warn(resp->cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"",
+		         in->topic, us / 1000, log_quoted(e, sizeof(e), err));
+	}
+	ingest_ok(resp->ch, resp);
+}
+
+/*
+ * ingest_published - on the producer's poller thread: the message's delivery report, or the
+ * budget passed without one. The request ends here, so the worker that stored it did not wait
+ * for the report (and be woken by this thread only to resume the connection).
+ */
+static void
+ingest_published(void *arg, int rc, const char *err)
+{
+	struct ingest_resp *resp = arg;
+	struct ingest *in = resp->in;
+
+	ingest_publish_end(resp, rc, err);
+	metrics_inc(in->m.requests[resp->ch][resp->outcome], 1);
+	metrics_observe_us(in->m.request_lat, clock_mono_us() - resp->t0_us);
+	resp->deliver(in, resp);
+}
+
+/*
+ * ingest_publish - publishes a stored notification's row id. Returns 1 when the answer waits
+ * for the delivery report (ingest_published sends it), 0 when resp is the answer already.
+ */
+static int
 ingest_publish(struct ingest *in, const struct ingest_req *req, const struct notify *n,
-               unsigned long long id, const char *cbid, struct ingest_resp *resp)
+               unsigned long long id, struct ingest_resp *resp)
 {
 	struct msg_callback m;
 	char key[256], val[512], err[256];
-	long long t0 = clock_mono_us();
 	int klen, vlen, rc;
 
 	memset(&m, 0, sizeof(m));
@@ -184,45 +236,31 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	snprintf(m.out_trade_no, sizeof(m.out_trade_no), "%s", n->out_trade_no);
 	klen = msg_callback_key(&m, key, sizeof(key));
 	vlen = msg_callback_encode(&m, val, sizeof(val));
+	resp->in = in;
+	resp->ch = req->ch;
+	resp->publish_us = clock_mono_us();
 	if (klen < 0 || vlen < 0) {
 		rc = -1;
 		snprintf(err, sizeof(err), "cannot encode the message");
 	} else if (kq_brokers_down(in->kp)) {
 		/*
-		 * Every broker is known to be down: waiting would hold this worker for the whole
-		 * budget for a report that cannot come in it, and during an outage the workers
-		 * would then answer only workers/budget requests a second. The message is queued
-		 * for when a broker is back, the answer goes now, and the retrier republishes the
-		 * row after its lease if the message never arrives.
+		 * Every broker is known to be down: waiting would hold this request for the whole
+		 * budget for a report that cannot come in it. The message is queued for when a
+		 * broker is back, the answer goes now, and the retrier republishes the row after
+		 * its lease if the message never arrives.
 		 */
 		if ((rc = kq_produce(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen, err,
 		                     sizeof(err))) == 0) {
 			rc = -1;
 			snprintf(err, sizeof(err), "all brokers down: queued, not waited for");
 		}
-	} else {
-		rc = kq_produce_wait(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen,
-		                     (int)in->cf->ingest.publish_budget_ms, err, sizeof(err));
+	} else if ((rc = kq_produce_then(in->kp, in->topic, key, (size_t)klen, val, (size_t)vlen,
+	                                 (int)in->cf->ingest.publish_budget_ms, ingest_published,
+	                                 resp, err, sizeof(err))) == 0) {
+		return 1; /* resp may be answered and gone already */
 	}
-	metrics_observe_us(in->m.publish_lat, clock_mono_us() - t0);
-	if (rc == 0) {
-		log_info(cbid, "event=published topic=%s publish_ms=%lld", in->topic,
-		         (clock_mono_us() - t0) / 1000);
-		return;
-	}
-	/* Stored but not published: still a success for the channel; the retrier republishes
-	 * the row once its initial lease runs out. */
-	metrics_inc(in->m.publish_failures, 1);
-	resp->outcome = OUT_UNPUBLISHED;
-	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
-	         (clock_mono_us() - t0) / 1000, log_quoted(err, sizeof(err), err));
-}
-
-/* The channel's success answer: WeChat Pay's 204, the others' 200. */
-static void
-ingest_ok(int ch, struct ingest_resp *resp)
-{
-	ingest_answer(ch, 1, chan_notify_table[ch]->status(1, VERR_OK), "", resp);
+	ingest_publish_end(resp, rc, err);
+	return 0;
 }
 
 /* Answers a copy whose row is known to exist. */
@@ -337,14 +375,15 @@ ingest_check(struct ingest *in, const struct ingest_req *req, struct notify *n, 
 
 /*
  * ingest_store - reserves a verified payment or refund, settles the copies parked on it,
- * publishes a new row's id and answers. The flight always lands here.
+ * publishes a new row's id and answers (1: later, ingest_publish says). The flight always
+ * lands here.
  */
-static void
+static int
 ingest_store(struct ingest *in, const struct ingest_req *req, const struct notify *n,
              const char *amount, long long t0, struct ingest_resp *resp)
 {
 	const char *merchant = req->im->cm->id, *ch = chan_notify_name(req->ch), *sha = req->sha;
-	char reason[256], cbid[32], s1[NOTIFY_STR], s2[NOTIFY_STR];
+	char reason[256], s1[NOTIFY_STR], s2[NOTIFY_STR];
 	unsigned long long id = 0;
 	long long r0 = clock_mono_us();
 	struct db *db;
@@ -356,7 +395,7 @@ ingest_store(struct ingest *in, const struct ingest_req *req, const struct notif
 		         merchant, sha);
 		ingest_answer(req->ch, 0, 503, "busy", resp);
 		ingest_flight_land(in, req->flight, NULL);
-		return;
+		return 0;
 	}
 	rc = ingest_reserve(in, db, req, n, amount, &id);
 	metrics_observe_us(in->m.reserve_lat, clock_mono_us() - r0);
@@ -374,7 +413,7 @@ ingest_store(struct ingest *in, const struct ingest_req *req, const struct notif
 	}
 	if (rc == DB_DUPLICATE) {
 		ingest_duplicate(req->ch, merchant, s1, s2, sha, 0, resp);
-		return;
+		return 0;
 	}
 	if (rc != DB_OK) {
 		/* Not stored: the channel's failure answer makes it push again later. */
@@ -384,30 +423,32 @@ ingest_store(struct ingest *in, const struct ingest_req *req, const struct notif
 		          "error=\"%s\" body_sha256=%s",
 		          ch, merchant, s1, db_rc_name(rc), reason, sha);
 		ingest_answer(req->ch, 0, 503, "storage unavailable", resp);
-		return;
+		return 0;
 	}
 	resp->id = id;
 	resp->outcome = OUT_STORED;
-	cblog_ref(cbid, sizeof(cbid), ingest_log(n), id);
-	log_info(cbid,
+	cblog_ref(resp->cbid, sizeof(resp->cbid), ingest_log(n), id);
+	resp->t0_us = t0;
+	log_info(resp->cbid,
 	         "event=reserved channel=%s merchant=%s kind=%s trade=%s order=%s amount=%s "
 	         "currency=%s body_len=%zu body_sha256=%s reserve_ms=%lld",
 	         ch, merchant, n->kind == NOTIFY_REFUND ? "refund" : "payment", s1, s2, amount,
 	         n->currency, req->len, sha, (clock_mono_us() - t0) / 1000);
-	ingest_publish(in, req, n, id, cbid, resp);
-	ingest_ok(req->ch, resp);
+	return ingest_publish(in, req, n, id, resp);
 }
 
-void
+int
 ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_resp *resp)
 {
 	struct ingest_flight_entry *fe = req->flight;
+	void (*deliver)(struct ingest *, struct ingest_resp *) = resp->deliver;
 	long long t0 = clock_mono_us();
 	char reason[256], amount[32], s1[NOTIFY_STR];
 	struct notify n;
 	enum verr ve;
 
 	memset(resp, 0, sizeof(*resp));
+	resp->deliver = deliver;
 	if (ingest_check(in, req, &n, amount, sizeof(amount), reason, sizeof(reason), resp, &ve) !=
 	    0)
 		goto out;
@@ -425,12 +466,15 @@ ingest_handle(struct ingest *in, const struct ingest_req *req, struct ingest_res
 		ingest_unroutable(in, req, &n, resp);
 		fe = NULL; /* landed there */
 	} else {
-		ingest_store(in, req, &n, amount, t0, resp);
-		fe = NULL; /* landed there */
+		/* The flight landed there; a later answer counts the request itself. */
+		if (ingest_store(in, req, &n, amount, t0, resp) != 0)
+			return 1;
+		fe = NULL;
 	}
 out:
 	/* A flow that ended before its reservation answered: each parked copy runs alone. */
 	ingest_flight_land(in, fe, NULL);
 	metrics_inc(in->m.requests[req->ch][resp->outcome], 1);
 	metrics_observe_us(in->m.request_lat, clock_mono_us() - t0);
+	return 0;
 }

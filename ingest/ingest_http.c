@@ -25,6 +25,7 @@
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,7 +228,21 @@ http_req(const struct req_ctx *x, struct ingest_req *req)
 	req->sha = x->sha;
 }
 
-/* http_run - on a worker: the flow for one queued request, then the connection resumes. */
+/* http_deliver - the answer is in x->resp: the connection resumes and the loop sends it. */
+static void
+http_deliver(struct ingest *in, struct ingest_resp *resp)
+{
+	struct req_ctx *x = (struct req_ctx *)((char *)resp - offsetof(struct req_ctx, resp));
+
+	(void)in;
+	x->state = RQ_DONE;
+	MHD_resume_connection(x->conn);
+}
+
+/*
+ * http_run - on a worker: the flow for one queued request, then the connection resumes, or the
+ * delivery report of its message resumes it later (ingest_handle).
+ */
 static void
 http_run(struct ingest *in, struct ingest_job *j)
 {
@@ -248,11 +263,13 @@ http_run(struct ingest *in, struct ingest_job *j)
 	} else {
 		http_req(x, &req);
 		req.flight = x->fe;
-		ingest_handle(in, &req, &x->resp);
+		x->fe = NULL;
+		x->resp.deliver = http_deliver;
+		if (ingest_handle(in, &req, &x->resp) != 0)
+			return; /* x may be answered and freed already */
 	}
 	x->fe = NULL;
-	x->state = RQ_DONE;
-	MHD_resume_connection(x->conn);
+	http_deliver(in, &x->resp);
 }
 
 /*
@@ -271,8 +288,7 @@ http_settle(struct ingest *in, struct ingest_job *j, const struct ingest_landing
 		return;
 	}
 	ingest_coalesced(in, x->ch, x->im->cm->id, l, x->sha, x->queued_us, &x->resp);
-	x->state = RQ_DONE;
-	MHD_resume_connection(x->conn);
+	http_deliver(in, &x->resp);
 }
 
 /*

@@ -6,9 +6,12 @@
  * Alipay app_id and seller_id; Stripe Connect account and live mode); authentic notifications that
  * cannot be applied are answered with the channel's success, kept once in the unroutable table with
  * one alert, counted, and listed by paycbctl; with the database down they get 503 and are not
- * answered as kept.
+ * answered as kept. A stored payment whose delivery report does not come (the broker stopped with
+ * SIGSTOP) is answered with success when ingest.publish_budget_ms has passed, not before and not
+ * much after, and logged as publish_failed: the row is durable.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -453,6 +456,70 @@ paycbctl_lists_unroutable_without_bodies(void **state)
 	assert_int_equal(bodies, 0);
 }
 
+/* ---- The answer of a stored payment waits for its report, up to the budget ---------------- */
+
+/* broker_pid - the local broker's pid, from deploy/local/kafka.sh's pid file; 0 if none. */
+static int
+broker_pid(void)
+{
+	char path[1024];
+	FILE *f;
+	int pid = 0;
+
+	snprintf(path, sizeof(path), "%s/kafka/kafka.pid",
+	         getenv("PAYCB_VAR") ? getenv("PAYCB_VAR") : "var");
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	if (fscanf(f, "%d", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return pid;
+}
+
+static int
+broker_resume(void **state)
+{
+	int pid = broker_pid();
+
+	(void)state;
+	if (pid > 0)
+		kill(pid, SIGCONT);
+	return 0;
+}
+
+static void
+stored_payment_is_answered_at_the_budget_without_a_report(void **state)
+{
+	char order[64], pi[64], log[320], needle[128];
+	struct chan_note n;
+	struct httpc_resp r;
+	long long t0, took;
+	int pid = broker_pid();
+
+	(void)state;
+	assert_true(pid > 0);
+	uniq(order, sizeof(order), "PB");
+	snprintf(pi, sizeof(pi), "pi_%s", order);
+	assert_int_equal(chan_stripe_pay(&n, K.stripe_new, order, pi, 1234, time(NULL)), 0);
+	printf("# stopping the broker (pid %d) with SIGSTOP\n", pid);
+	assert_int_equal(kill(pid, SIGSTOP), 0);
+	t0 = harness_now_ms();
+	assert_int_equal(chan_post(port, "/pay/callback/stripe", &n, &r), 0);
+	took = harness_now_ms() - t0;
+	broker_resume(NULL);
+	free(n.body);
+	printf("# answered %d after %lld ms (publish_budget_ms 1500)\n", r.status, took);
+	assert_int_equal(r.status, 200);
+	assert_true(took >= 1500);
+	assert_true(took < 2500);
+	assert_int_equal(
+	    rows("pay_callback_log WHERE channel = 'stripe' AND out_trade_no = '%s'", order), 1);
+	snprintf(log, sizeof(log), "%s/ingest.log", K.dir);
+	snprintf(needle, sizeof(needle), "order=%s ", order);
+	assert_int_equal(harness_file_count(log, needle), 1);
+	assert_true(harness_file_count(log, "event=publish_failed") >= 1);
+}
+
 static void
 unroutable_with_the_database_down_gets_503(void **state)
 {
@@ -496,6 +563,8 @@ main(void)
 	    cmocka_unit_test(unroutable_is_kept_once_alerted_once_and_counted),
 	    cmocka_unit_test(paycbctl_lists_unroutable_without_bodies),
 	    cmocka_unit_test(unroutable_with_the_database_down_gets_503),
+	    cmocka_unit_test_teardown(stored_payment_is_answered_at_the_budget_without_a_report,
+	                              broker_resume),
 	};
 	char log[300];
 	int rc;
