@@ -174,45 +174,47 @@ ingest_ok(int ch, struct ingest_resp *resp)
 }
 
 /*
- * ingest_publish_end - what became of a stored notification's message: logged and counted,
- * and the success answer either way. Stored but not published is still a success for the
- * channel: the retrier republishes the row once its initial lease runs out.
+ * ingest_publish_log - what became of a stored notification's message, logged and counted
+ * (us: from the publish to its report or its budget). Stored but not published is still a
+ * success for the channel: the retrier republishes the row once its initial lease runs out.
  */
 static void
-ingest_publish_end(struct ingest_resp *resp, int rc, const char *err)
+ingest_publish_log(struct ingest *in, const char *cbid, long long us, int rc, const char *err)
 {
-	struct ingest *in = resp->in;
-	long long us = clock_mono_us() - resp->publish_us;
 	char e[256];
 
 	metrics_observe_us(in->m.publish_lat, us);
 	if (rc == 0) {
-		log_info(resp->cbid, "event=published topic=%s publish_ms=%lld", in->topic,
-		         us / 1000);
-	} else {
-		metrics_inc(in->m.publish_failures, 1);
-		resp->outcome = OUT_UNPUBLISHED;
-		log_warn(resp->cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"",
-		         in->topic, us / 1000, log_quoted(e, sizeof(e), err));
+		log_info(cbid, "event=published topic=%s publish_ms=%lld", in->topic, us / 1000);
+		return;
 	}
-	ingest_ok(resp->ch, resp);
+	metrics_inc(in->m.publish_failures, 1);
+	log_warn(cbid, "event=publish_failed topic=%s publish_ms=%lld error=\"%s\"", in->topic,
+	         us / 1000, log_quoted(e, sizeof(e), err));
 }
 
 /*
  * ingest_published - on the producer's poller thread: the message's delivery report, or the
  * budget passed without one. The request ends here, so the worker that stored it did not wait
- * for the report (and be woken by this thread only to resume the connection).
+ * for the report (and be woken by this thread only to resume the connection). The answer goes
+ * first and the log line after it, from copies, since resp belongs to the connection from then.
  */
 static void
 ingest_published(void *arg, int rc, const char *err)
 {
 	struct ingest_resp *resp = arg;
 	struct ingest *in = resp->in;
+	long long now = clock_mono_us(), us = now - resp->publish_us;
+	char cbid[sizeof(resp->cbid)];
 
-	ingest_publish_end(resp, rc, err);
+	memcpy(cbid, resp->cbid, sizeof(cbid));
+	if (rc != 0)
+		resp->outcome = OUT_UNPUBLISHED;
+	ingest_ok(resp->ch, resp);
 	metrics_inc(in->m.requests[resp->ch][resp->outcome], 1);
-	metrics_observe_us(in->m.request_lat, clock_mono_us() - resp->t0_us);
+	metrics_observe_us(in->m.request_lat, now - resp->t0_us);
 	resp->deliver(in, resp);
+	ingest_publish_log(in, cbid, us, rc, err);
 }
 
 /*
@@ -259,7 +261,9 @@ ingest_publish(struct ingest *in, const struct ingest_req *req, const struct not
 	                                 resp, err, sizeof(err))) == 0) {
 		return 1; /* resp may be answered and gone already */
 	}
-	ingest_publish_end(resp, rc, err);
+	resp->outcome = OUT_UNPUBLISHED;
+	ingest_publish_log(in, resp->cbid, clock_mono_us() - resp->publish_us, rc, err);
+	ingest_ok(req->ch, resp);
 	return 0;
 }
 

@@ -32,24 +32,6 @@ static struct db tdb;
 static char topic[256];
 static int broker_pid;
 
-/* broker_pid_read - the local broker's pid, from its pid file; 0 when there is none. */
-static int
-broker_pid_read(void)
-{
-	char path[1024];
-	FILE *f;
-	int pid = 0;
-
-	snprintf(path, sizeof(path), "%s/kafka/kafka.pid",
-	         getenv("PAYCB_VAR") ? getenv("PAYCB_VAR") : "var");
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	if (fscanf(f, "%d", &pid) != 1)
-		pid = 0;
-	fclose(f);
-	return pid;
-}
-
 static void
 broker_stop(void)
 {
@@ -236,7 +218,7 @@ main(void)
 		printf("# %s\n", err);
 		return 1;
 	}
-	broker_pid = broker_pid_read();
+	broker_pid = fx_broker_pid();
 	harness_db(&cf, &tdb);
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	db_close(&tdb);

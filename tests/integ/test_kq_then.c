@@ -194,7 +194,7 @@ deadline_ends_each_message_once_with_the_broker_stopped(void **state)
 	seen_reset();
 	printf("# stopping the broker (pid %d) with SIGSTOP\n", broker_pid);
 	assert_true(broker_pid > 0);
-	assert_int_equal(kill(broker_pid, SIGSTOP), 0);
+	assert_int_equal(fx_broker_stop(broker_pid), 0);
 	t0 = harness_now_ms();
 	/* Deadlines out of order, the shorter ones well inside the poller's idle wait (1 s): each
 	 * message is ended at its own. */
@@ -217,23 +217,6 @@ deadline_ends_each_message_once_with_the_broker_stopped(void **state)
 	assert_int_equal(seen.total, n);
 }
 
-static int
-broker_pid_read(void)
-{
-	char path[1024];
-	FILE *f;
-	int pid = 0;
-
-	snprintf(path, sizeof(path), "%s/kafka/kafka.pid",
-	         getenv("PAYCB_VAR") ? getenv("PAYCB_VAR") : "var");
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	if (fscanf(f, "%d", &pid) != 1)
-		pid = 0;
-	fclose(f);
-	return pid;
-}
-
 int
 main(void)
 {
@@ -252,7 +235,7 @@ main(void)
 	pthread_cond_init(&seen.cv, NULL);
 	if (harness_setup(&cf, "kqthen", NULL) != 0)
 		return 1;
-	broker_pid = broker_pid_read();
+	broker_pid = fx_broker_pid();
 	conf_topic(&cf, "kqthen", topic, sizeof(topic));
 	names[0] = topic;
 	if (kq_create_topics(&cf.kafka, names, parts, NULL, 1, 30000, NULL, err, sizeof(err)) !=

@@ -9,6 +9,8 @@
  */
 #include "fixtures.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,6 +315,62 @@ fx_transient(rd_kafka_resp_err_t e)
 	       e == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
 	       e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
 	       e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || e == RD_KAFKA_RESP_ERR__TRANSPORT;
+}
+
+int
+fx_broker_pid(void)
+{
+	char path[1024];
+	FILE *f;
+	int pid = 0;
+
+	snprintf(path, sizeof(path), "%s/kafka/kafka.pid",
+	         getenv("PAYCB_VAR") ? getenv("PAYCB_VAR") : "var");
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	if (fscanf(f, "%d", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return pid;
+}
+
+/* fx_broker_stopped - every thread of process *arg is stopped (state T). */
+static int
+fx_broker_stopped(void *arg)
+{
+	char path[64], line[512];
+	struct dirent *d;
+	int all = 1, n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", *(int *)arg);
+	if ((dir = opendir(path)) == NULL)
+		return 0;
+	while (all && (d = readdir(dir)) != NULL) {
+		const char *st;
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", *(int *)arg, d->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (fgets(line, sizeof(line), f) != NULL && (st = strrchr(line, ')')) != NULL) {
+			all = st[1] == ' ' && st[2] == 'T';
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return all && n > 0;
+}
+
+int
+fx_broker_stop(int pid)
+{
+	if (pid <= 0 || kill(pid, SIGSTOP) != 0)
+		return -1;
+	return harness_wait_until(fx_broker_stopped, &pid, 5000);
 }
 
 long long

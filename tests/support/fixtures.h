@@ -66,6 +66,11 @@ int fx_pub_flush(struct fx_pub *p, int timeout_ms);
 /* The committed offset of the processors' group (kafka.group_id) for a partition, -1 none. */
 long long fx_committed(const struct conf *cf, const char *topic, int32_t partition);
 
+/* The local broker's pid, from deploy/local/kafka.sh's pid file under PAYCB_VAR; 0 if none. */
+int fx_broker_pid(void);
+/* SIGSTOP to pid (the broker), returning once every thread of it is stopped: 0, or -1. */
+int fx_broker_stop(int pid);
+
 /*
  * Reads every message of topic up to the high watermarks taken at the start, calling cb
  * for each (cb returns non-zero to stop). Returns the number read or -1.
