@@ -34,6 +34,7 @@ struct conf_kafka {
 	char *brokers;
 	char *topic_prefix;
 	long long partitions;
+	long long retry_partitions;
 	char *security_protocol;
 	char *sasl_mechanism, *sasl_username, *sasl_password_file, *ssl_ca_file;
 	char *group_id;

@@ -3,10 +3,10 @@
  * that are missing and grow the ones that have fewer partitions than configured.
  *
  * Growing is how an operator scales processors past the partition count: raise
- * kafka.partitions and run paycb-migrate again. Kafka cannot take partitions away, so a
- * topic with more than asked is left alone. Keys map to other partitions afterwards; the
- * processor's per-order ordering guard (processor_handle.c) keeps one order's callbacks in
- * order across the change.
+ * kafka.partitions (kafka.retry_partitions for the delay topics) and run paycb-migrate again.
+ * Kafka cannot take partitions away, so a topic with more than asked is left alone. Keys map
+ * to other partitions afterwards; the processor's per-order ordering guard
+ * (processor_handle.c) keeps one order's callbacks in order across the change.
  */
 #include "kq.h"
 

@@ -711,7 +711,7 @@ inject(enum fault f)
 
 		snprintf(suffix, sizeof(suffix), "callbacks.retry.%llds",
 		         cf.retry.ladder_s.v[rand() % ladder_steps(&cf.retry)]);
-		topic_gone(suffix, (int)cf.kafka.partitions);
+		topic_gone(suffix, (int)cf.kafka.retry_partitions);
 	}
 	if (f == F_FUTURE)
 		future_stamped();
@@ -1786,7 +1786,7 @@ setup_pipeline(void)
 	{
 		struct conf dc = cf;
 		char t6[256];
-		int parts = (int)cf.kafka.partitions;
+		int parts = (int)cf.kafka.retry_partitions;
 		const char *names[1] = {t6};
 		char err[256];
 

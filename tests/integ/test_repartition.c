@@ -181,10 +181,13 @@ growing_the_topic_loses_nothing_and_keeps_each_orders_order(void **state)
 	       fx_load_done(&db, &before), 2 * BEFORE);
 	/*
 	 * Each of the two consumer threads ends up with half of the partitions of the main topic
-	 * and of each delay topic (the default ladder's delays are all different).
+	 * and of each delay topic (the default ladder's delays are all different). The delay
+	 * topics keep their own count, kafka.retry_partitions (2 by default): growing
+	 * kafka.partitions leaves them alone.
 	 */
+	assert_true(cf.kafka.retry_partitions % 2 == 0);
 	snprintf(needle, sizeof(needle), "event=assigned thread=0 partitions=%d ",
-	         (1 + (int)cf.retry.ladder_s.n) * PARTS_TO / 2);
+	         (PARTS_TO + (int)cf.retry.ladder_s.n * (int)cf.kafka.retry_partitions) / 2);
 	lw = (struct fx_logwait){logs[0], needle, 1};
 	assert_int_equal(harness_wait_until(fx_log_has, &lw, WAIT_MS), 0);
 	needle[strlen("event=assigned thread=")] = '1';

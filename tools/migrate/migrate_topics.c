@@ -2,9 +2,13 @@
  * migrate_topics - creates the Kafka topics listed in schemas/topics.tsv (see migrate.h).
  *
  * "callbacks.retry.<delay>" expands to one topic per step of the configured ladder, so a
- * compressed test ladder gets its own delay topics. A topic that exists with fewer
- * partitions than configured is grown (kq_admin.c); how to do that safely while running is
- * in docs/operations.md.
+ * compressed test ladder gets its own delay topics. The partitions column is a number, "="
+ * for kafka.partitions or "retry" for kafka.retry_partitions: the delay topics have their
+ * own, smaller count, because every fetch of a processor names each partition it owns and
+ * the broker's work per payment grows with them (docs/performance.md). A topic that exists
+ * with fewer partitions than configured is grown (kq_admin.c); how to do that safely while
+ * running is in docs/operations.md. One that has more keeps them (Kafka cannot take
+ * partitions away) and is logged with the count asked for.
  */
 #include "migrate.h"
 
@@ -17,6 +21,17 @@
 #include "log.h"
 
 #define MAX_TOPICS 64
+
+/* migrate_partitions - a topics.tsv partitions column as a count; 0 when it is none. */
+static int
+migrate_partitions(const struct conf *cf, const char *col)
+{
+	if (strcmp(col, "=") == 0)
+		return (int)cf->kafka.partitions;
+	if (strcmp(col, "retry") == 0)
+		return (int)cf->kafka.retry_partitions;
+	return atoi(col);
+}
 
 int
 migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *res, char *err,
@@ -63,7 +78,12 @@ migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *re
 				continue;
 			names[n] = strdup(name);
 			cnames[n] = names[n];
-			parts[n] = strcmp(p, "=") == 0 ? (int)cf->kafka.partitions : atoi(p);
+			parts[n] = migrate_partitions(cf, p);
+			if (parts[n] <= 0) {
+				snprintf(err, errlen, "%s:%d: bad partitions \"%s\"", path, lineno,
+				         p);
+				goto done;
+			}
 			ret[n] = atoll(r);
 			n++;
 		}
@@ -74,9 +94,12 @@ migrate_topics(const struct conf *cf, const char *dir, struct migrate_result *re
 		if (had[i] > 0 && had[i] < parts[i])
 			log_info(NULL, "event=topic_grown topic=%s partitions=%d from=%d", names[i],
 			         parts[i], had[i]);
+		else if (had[i] > parts[i])
+			log_info(NULL, "event=topic_ensured topic=%s partitions=%d asked=%d",
+			         names[i], had[i], parts[i]);
 		else
 			log_info(NULL, "event=topic_ensured topic=%s partitions=%d", names[i],
-			         had[i] > parts[i] ? had[i] : parts[i]);
+			         parts[i]);
 	}
 	res->topics = n;
 	rc = 0;
