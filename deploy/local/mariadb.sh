@@ -64,13 +64,6 @@ innodb_buffer_pool_size = 256M
 innodb_flush_log_at_trx_commit = 1
 # The daemons, their connection pools and parallel tests add up.
 max_connections = 500
-# A pool of worker threads (one group per core) serves the connections instead of a
-# thread each: on two shared cores the pipeline's 25-60 connections then run as many
-# statements at once as there are cores. Measured for issue 21 (docs/performance.md,
-# "MariaDB's cost per payment"): the pipeline's maximum and MariaDB's CPU per payment at it
-# came out better in most alternating rounds, the plain clients' ceiling unchanged at 16
-# connections and cheaper at 60. Durability is untouched.
-thread_handling = pool-of-threads
 
 [client]
 socket = $SOCKET
