@@ -20,7 +20,9 @@
 #      simulator's deliver_cpu_ms, from its first push until no chain is open), and the CPU
 #      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4; for phase 4
 #      and idle also round trips to MariaDB and requests to the broker per process (ss -ti),
-#      MariaDB's statements and commits, and wake-ups (context switches);
+#      MariaDB's statements and commits, and wake-ups (context switches); MariaDB's CPU,
+#      statements and commits per payment at the maximum, at half of it and in the
+#      whole-payment ceiling, side by side;
 #   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present);
 #   7. charts of the run (tools/bench_plot.sh, with gnuplot if installed) in var/bench/charts.
 #
@@ -207,7 +209,8 @@ db_line() {
 		"$(awk -v c="${ce[0]}" -v p="${mx[0]}" 'BEGIN { if (p > 0) printf "%.2f", c / p; else print "-" }')" \
 		"(a pipeline bound by MariaDB's CPU alone reaches that share of the ceiling);" \
 		"statements ${mx[1]:--} / ${half[1]:--} against ${ce[1]:--}" \
-		"(the rest: the relay's order checks and sent marks, the retrier's sweeps, the simulator's poll);" \
+		"(beyond the ceiling's: the relay's order checks and sent marks, the retrier's sweeps, the" \
+		"simulator's poll; fewer where batches share a COMMIT);" \
 		"commits ${mx[2]:--} / ${half[2]:--} against ${ce[2]:--};" \
 		"the ceiling's client $(awk -v v="$(kv "$B/dbpayment.kv" cpu_ms)" -v n="$N_PAYCEIL" 'BEGIN { printf "%.2f", v / n }') ms"
 }
