@@ -20,7 +20,9 @@
 #      simulator's deliver_cpu_ms, from its first push until no chain is open), and the CPU
 #      of everything running idle for BENCH_IDLE_S (20) seconds after phase 4; for phase 4
 #      and idle also round trips to MariaDB and requests to the broker per process (ss -ti),
-#      MariaDB's statements and commits, and wake-ups (context switches);
+#      MariaDB's statements and commits, and wake-ups (context switches); MariaDB's CPU,
+#      statements and commits per payment at the maximum, at half of it and in the
+#      whole-payment ceiling, side by side;
 #   6. the retrier's sweep at 10,000 and 1,000,000 rows (tools/bench_sweep.sh, if present);
 #   7. charts of the run (tools/bench_plot.sh, with gnuplot if installed) in var/bench/charts.
 #
@@ -42,6 +44,7 @@ DB=paycb_bench
 N_INGEST=${BENCH_INGEST_N:-6000}
 N_BACKLOG=${BENCH_BACKLOG_N:-4000}
 N_DB=${BENCH_DB_N:-5000}
+N_PAYCEIL=4000
 T0=$(pl_now_ms)
 
 pl_scratch "$B" "$DB"
@@ -186,6 +189,31 @@ act_per() {
 	fi | awk -v per="$3" '{ printf "%s", $1; for (i = 2; i <= NF; i++) printf " %.2f", $i / per; print "" }' |
 		sed 's/^paycb-//' | sort
 }
+# db_per PHASE COUNT - MariaDB's CPU ms, statements (Questions) and explicit commits per
+# payment of a phase, two decimals each.
+db_per() {
+	local st
+	st=$(act_per "$1" status "$2")
+	printf '%s %s %s\n' "$(awk -v v="${CPU[$1.mariadb]:-0}" -v n="$2" 'BEGIN { printf "%.2f", v / n }')" \
+		"$(awk '$1 == "Questions" { print $2 }' <<<"$st")" "$(awk '$1 == "Com_commit" { print $2 }' <<<"$st")"
+}
+# db_line - the pipeline's database work per payment beside the whole-payment ceiling's.
+db_line() {
+	local mx half ce
+	read -r -a mx <<<"$(db_per e2emax "$N_BACKLOG")"
+	read -r -a half <<<"$(db_per e2e "$E2E_N")"
+	read -r -a ce <<<"$(db_per ceiling "$N_PAYCEIL")"
+	echo "   mariadb, the pipeline (at the maximum / at half of it) against the ceiling of whole payments" \
+		"(16 plain clients, $N_PAYCEIL, order creation included in all three): CPU ms per payment" \
+		"${mx[0]} / ${half[0]} against ${ce[0]}, ceiling ÷ pipeline" \
+		"$(awk -v c="${ce[0]}" -v p="${mx[0]}" 'BEGIN { if (p > 0) printf "%.2f", c / p; else print "-" }')" \
+		"(a pipeline bound by MariaDB's CPU alone reaches that share of the ceiling);" \
+		"statements ${mx[1]:--} / ${half[1]:--} against ${ce[1]:--}" \
+		"(beyond the ceiling's: the relay's order checks and sent marks, the retrier's sweeps, the" \
+		"simulator's poll; fewer where batches share a COMMIT);" \
+		"commits ${mx[2]:--} / ${half[2]:--} against ${ce[2]:--};" \
+		"the ceiling's client $(awk -v v="$(kv "$B/dbpayment.kv" cpu_ms)" -v n="$N_PAYCEIL" 'BEGIN { printf "%.2f", v / n }') ms"
+}
 # act_line PHASE KIND PER FIELD - "name v, name v" of one field (2 = first value) of act_per.
 act_line() {
 	act_per "$1" "$2" "$3" | awk -v f="$4" '{ printf "%s%s %s", sep, $1, $f; sep = ", " } END { print "" }'
@@ -315,14 +343,22 @@ done
 # reservation, then the processor's transaction) by plain clients, from as many connections
 # as the pipeline's clients, before anything of the pipeline runs.
 say "database ceiling: whole payments (reservation + the processor's transaction) from 16 connections"
-bin/paycb-bench dbceiling -c "$CONF" --shape payment --concurrency 16 --count 4000 \
+# Its MariaDB CPU and counters are taken around the whole command, its order creation and
+# the final sent mark of its events included, as the pipeline's phases include the
+# simulator's order creation and the relay's marks.
+act_snap ceiling begin
+cpu_phase ceiling begin
+bin/paycb-bench dbceiling -c "$CONF" --shape payment --concurrency 16 --count "$N_PAYCEIL" \
 	--report "$B/dbpayment.kv" >"$B/log/dbceiling-payment.log" 2>&1 ||
 	{ cat "$B/log/dbceiling-payment.log"; exit 1; }
+cpu_phase ceiling end
+act_snap ceiling end
 pl_start processor-1 "$CONF" paycb-processor 0
 pl_start processor-2 "$CONF" paycb-processor 0
 pl_start retrier "$CONF" paycb-retrier "$RETRIER_ADMIN"
 mark=$(bin/paycb-bench drain -c "$CONF" --mark)
 say "end to end: the pipeline's maximum, $N_BACKLOG payments from 16 clients, everything running"
+act_snap e2emax begin
 cpu_phase e2emax begin
 "${SIMRUN[@]}" -c "$CONF" --keys "$B/keys" --scenario load --orders "$N_BACKLOG" \
 	--concurrency 16 --wait 300 --report "$B/e2emax-run.kv" >"$B/log/sim-e2e-max.log" 2>&1 ||
@@ -330,6 +366,7 @@ cpu_phase e2emax begin
 bin/paycb-bench drain -c "$CONF" --after-id "$mark" --count "$N_BACKLOG" --wait 300 \
 	--report "$B/e2emax.kv" >"$B/log/drain-e2e-max.log" 2>&1 || { cat "$B/log/drain-e2e-max.log"; exit 1; }
 cpu_phase e2emax end
+act_snap e2emax end
 CPU[e2emax.sim]=$(kv "$B/e2emax-run.kv" deliver_cpu_ms)
 MAX=$(kv "$B/e2emax.kv" drain_rate)
 RATE=$((MAX / 2 > 1 ? MAX / 2 : 1))
@@ -453,6 +490,7 @@ report() {
 	echo "5b. activity of the end-to-end phase per payment ($E2E_N payments; MariaDB's counters include" \
 		"the simulator's ack -> PAID poll, one query every 10 ms)"
 	echo "   mariadb, per payment: $(act_per e2e status "$E2E_N" | awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }')"
+	db_line
 	echo "   round trips to MariaDB per payment (client writes): $(act_line e2e db "$E2E_N" 2)"
 	echo "   requests to the broker per payment (client writes): $(act_line e2e kafka "$E2E_N" 2)"
 	echo "   bytes to the broker per payment: $(act_line e2e kafka "$E2E_N" 3); from it: $(act_line e2e kafka "$E2E_N" 4)"

@@ -29,4 +29,7 @@ const char *sim_fmt_us(int64_t us, char *buf, size_t len);
 /* The report file, key=value lines for tools/bench.sh; path NULL writes nothing. */
 int sim_report_kv(const char *path, const char *prefix, const char *key, long long v);
 
+/* The process's CPU time so far (user and system), in milliseconds. */
+long long sim_cpu_ms(void);
+
 #endif

@@ -234,18 +234,6 @@ report_outcome(const struct sim_opts *o, long long ok, const struct sim_outcome 
 	       ladder_fits ? "must be dead within the wait" : "may still be pending retry");
 }
 
-/* cpu_ms_self - the process's CPU time so far (user and system), in milliseconds. */
-static long long
-cpu_ms_self(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru) != 0)
-		return 0;
-	return (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-}
-
 /* report_kv - the key=value lines of --report, for tools/bench.sh. */
 static void
 report_kv(const char *kv, struct sim_stats *st, const struct sim_outcome *r, long long rate,
@@ -281,7 +269,7 @@ report_kv(const char *kv, struct sim_stats *st, const struct sim_outcome *r, lon
 	/* The simulator's own CPU time, for the bench's table per component: all of it (the
 	 * orders, the signing and the checks included), and the delivery's alone, from the
 	 * first push until every chain was answered, which is the load generator's cost. */
-	sim_report_kv(kv, NULL, "cpu_ms", cpu_ms_self());
+	sim_report_kv(kv, NULL, "cpu_ms", sim_cpu_ms());
 	sim_report_kv(kv, NULL, "deliver_cpu_ms", st->deliver_cpu_ms);
 }
 
@@ -431,7 +419,7 @@ static int
 run_deliver(struct run *r)
 {
 	char err[2048] = "";
-	long long cpu0 = cpu_ms_self();
+	long long cpu0 = sim_cpu_ms();
 
 	r->t0 = clock_mono_us();
 	r->deadline = r->t0 + (long long)r->o->wait_s * 1000000;
@@ -449,7 +437,7 @@ run_deliver(struct run *r)
 			next += 1000000;
 		}
 	}
-	r->st.deliver_cpu_ms = cpu_ms_self() - cpu0;
+	r->st.deliver_cpu_ms = sim_cpu_ms() - cpu0;
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "sim.h"
 
@@ -132,6 +133,17 @@ sim_fmt_us(int64_t us, char *buf, size_t len)
 		snprintf(buf, len, "%lld.%lld s", (long long)(us / 1000000),
 		         (long long)(us % 1000000 / 100000));
 	return buf;
+}
+
+long long
+sim_cpu_ms(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
 int
