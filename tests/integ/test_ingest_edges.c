@@ -460,17 +460,6 @@ paycbctl_lists_unroutable_without_bodies(void **state)
 /* ---- The answer of a stored payment waits for its report, up to the budget ---------------- */
 
 static int
-broker_resume(void **state)
-{
-	int pid = fx_broker_pid();
-
-	(void)state;
-	if (pid > 0)
-		kill(pid, SIGCONT);
-	return 0;
-}
-
-static int
 publish_failed_logged(void *arg)
 {
 	return harness_file_count(arg, "event=publish_failed") >= 1;
@@ -495,7 +484,7 @@ stored_payment_is_answered_at_the_budget_without_a_report(void **state)
 	t0 = harness_now_ms();
 	assert_int_equal(chan_post(port, "/pay/callback/stripe", &n, &r), 0);
 	took = harness_now_ms() - t0;
-	broker_resume(NULL);
+	fx_broker_resume(NULL);
 	free(n.body);
 	printf("# answered %d after %lld ms (publish_budget_ms 1500)\n", r.status, took);
 	assert_int_equal(r.status, 200);
@@ -554,7 +543,7 @@ main(void)
 	    cmocka_unit_test(paycbctl_lists_unroutable_without_bodies),
 	    cmocka_unit_test(unroutable_with_the_database_down_gets_503),
 	    cmocka_unit_test_teardown(stored_payment_is_answered_at_the_budget_without_a_report,
-	                              broker_resume),
+	                              fx_broker_resume),
 	};
 	char log[300];
 	int rc;

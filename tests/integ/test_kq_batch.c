@@ -37,16 +37,7 @@ broker_stop(void)
 {
 	printf("# stopping the broker (pid %d) with SIGSTOP\n", broker_pid);
 	assert_true(broker_pid > 0);
-	assert_int_equal(kill(broker_pid, SIGSTOP), 0);
-}
-
-static int
-broker_resume(void **state)
-{
-	(void)state;
-	if (broker_pid > 0)
-		kill(broker_pid, SIGCONT);
-	return 0;
+	assert_int_equal(fx_broker_stop(broker_pid), 0);
 }
 
 static int
@@ -141,7 +132,7 @@ stopped_broker_leaves_every_message_unknown_by_the_deadline(void **state)
 	t0 = harness_now_ms();
 	assert_int_equal(kq_publish_batch(p, msgs, 20, 1500, res), 0);
 	ms = harness_now_ms() - t0;
-	broker_resume(NULL);
+	fx_broker_resume(NULL);
 	printf("# 20 messages unknown after %lld ms (deadline 1500 ms)\n", ms);
 	/*
 	 * The deadline, not a speed: it waited for it, and once for the batch, not per message
@@ -181,7 +172,7 @@ stopped_broker_outbox_row_is_not_marked_sent(void **state)
 	t0 = harness_now_ms();
 	assert_int_equal(retrier_cycle(r, &more), 0);
 	ms = harness_now_ms() - t0;
-	broker_resume(NULL);
+	fx_broker_resume(NULL);
 	printf("# outbox sweep with the broker stopped: %lld ms, failed=%lld sent=%lld\n", ms,
 	       r->last.failed, r->last.outbox_sent);
 	/* The phase's deadline (delivery timeout + 1 s), with slack for a loaded machine. */
@@ -201,8 +192,8 @@ main(void)
 	    cmocka_unit_test(batch_is_delivered_whole_and_on_its_topic_once),
 	    cmocka_unit_test(message_that_cannot_be_queued_fails_alone),
 	    cmocka_unit_test_teardown(stopped_broker_leaves_every_message_unknown_by_the_deadline,
-	                              broker_resume),
-	    cmocka_unit_test_teardown(stopped_broker_outbox_row_is_not_marked_sent, broker_resume),
+	                              fx_broker_resume),
+	    cmocka_unit_test_teardown(stopped_broker_outbox_row_is_not_marked_sent, fx_broker_resume),
 	};
 	const char *names[1];
 	int parts[1] = {3};

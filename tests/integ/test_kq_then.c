@@ -174,15 +174,6 @@ message_that_cannot_be_queued_fails_and_calls_nothing(void **state)
 	free(huge);
 }
 
-static int
-broker_resume(void **state)
-{
-	(void)state;
-	if (broker_pid > 0)
-		kill(broker_pid, SIGCONT);
-	return 0;
-}
-
 static void
 deadline_ends_each_message_once_with_the_broker_stopped(void **state)
 {
@@ -211,7 +202,7 @@ deadline_ends_each_message_once_with_the_broker_stopped(void **state)
 		assert_true(after < due + 500);
 	}
 	/* Back: the reports now come (delivered or not), and call nothing again. */
-	broker_resume(NULL);
+	fx_broker_resume(NULL);
 	kq_flush(p, 15000);
 	kq_producer_free(p);
 	assert_int_equal(seen.total, n);
@@ -224,7 +215,7 @@ main(void)
 	    cmocka_unit_test(each_function_runs_once_with_its_report_on_the_poller),
 	    cmocka_unit_test(message_that_cannot_be_queued_fails_and_calls_nothing),
 	    cmocka_unit_test_teardown(deadline_ends_each_message_once_with_the_broker_stopped,
-	                              broker_resume),
+	                              fx_broker_resume),
 	};
 	const char *names[1];
 	int parts[1] = {3};

@@ -373,6 +373,17 @@ fx_broker_stop(int pid)
 	return harness_wait_until(fx_broker_stopped, &pid, 5000);
 }
 
+int
+fx_broker_resume(void **state)
+{
+	int pid = fx_broker_pid();
+
+	(void)state;
+	if (pid > 0)
+		kill(pid, SIGCONT);
+	return 0;
+}
+
 long long
 fx_read_topic(const struct conf *cf, const char *topic,
               int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg)

@@ -70,6 +70,8 @@ long long fx_committed(const struct conf *cf, const char *topic, int32_t partiti
 int fx_broker_pid(void);
 /* SIGSTOP to pid (the broker), returning once every thread of it is stopped: 0, or -1. */
 int fx_broker_stop(int pid);
+/* SIGCONT to the local broker; a cmocka teardown (state unused) for cases that stop it. */
+int fx_broker_resume(void **state);
 
 /*
  * Reads every message of topic up to the high watermarks taken at the start, calling cb
