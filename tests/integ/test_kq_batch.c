@@ -193,7 +193,8 @@ main(void)
 	    cmocka_unit_test(message_that_cannot_be_queued_fails_alone),
 	    cmocka_unit_test_teardown(stopped_broker_leaves_every_message_unknown_by_the_deadline,
 	                              fx_broker_resume),
-	    cmocka_unit_test_teardown(stopped_broker_outbox_row_is_not_marked_sent, fx_broker_resume),
+	    cmocka_unit_test_teardown(stopped_broker_outbox_row_is_not_marked_sent,
+	                              fx_broker_resume),
 	};
 	const char *names[1];
 	int parts[1] = {3};
