@@ -202,7 +202,7 @@ fail:
 	return -1;
 }
 
-int
+static int
 kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
         size_t vlen, struct kq_wait *w, char *err, size_t errlen)
 {
@@ -227,6 +227,25 @@ kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, 
 		snprintf(err, errlen, "produce to %s: %s", topic, rd_kafka_err2str(e));
 		return -1;
 	}
+	return 0;
+}
+
+int
+kq_produce_then(struct kq_producer *p, const char *topic, const void *key, size_t klen,
+                const void *val, size_t vlen, int timeout_ms, kq_done_fn fn, void *arg, char *err,
+                size_t errlen)
+{
+	struct kq_wait *w;
+
+	if ((w = kq_then_new(p, timeout_ms, fn, arg)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0) {
+		free(w);
+		return -1;
+	}
+	kq_then_list(p, w);
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /*
  * kq_int - the producer's insides, shared by kq.c and kq_then.c (not for other modules).
+ * kq.c uses kq_then.c's pending list; kq_then.c uses nothing of kq.c.
  */
 #ifndef PAYCB_KQ_INT_H
 #define PAYCB_KQ_INT_H
@@ -38,9 +39,10 @@ struct kq_producer {
 	long long poll_until_us; /* under amu: when the poller's current wait ends */
 };
 
-/* Queues one message whose report goes to w (may be NULL); 0, or -1 with err. In kq.c. */
-int kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
-            size_t vlen, struct kq_wait *w, char *err, size_t errlen);
+/* A kq_produce_then message's wait, before it is queued (NULL: out of memory). */
+struct kq_wait *kq_then_new(struct kq_producer *p, int timeout_ms, kq_done_fn fn, void *arg);
+/* Puts a queued message's wait among the pending ones, unless its report came already. */
+void kq_then_list(struct kq_producer *p, struct kq_wait *w);
 /* A kq_produce_then message's delivery report, from the delivery callback. */
 void kq_then_report(struct kq_producer *p, struct kq_wait *w, rd_kafka_resp_err_t e);
 /* Ends the waits past their deadline; returns how long the poller may wait for the next. */

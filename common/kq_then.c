@@ -97,18 +97,13 @@ kq_then_expire(struct kq_producer *p)
 	}
 }
 
-int
-kq_produce_then(struct kq_producer *p, const char *topic, const void *key, size_t klen,
-                const void *val, size_t vlen, int timeout_ms, kq_done_fn fn, void *arg, char *err,
-                size_t errlen)
+struct kq_wait *
+kq_then_new(struct kq_producer *p, int timeout_ms, kq_done_fn fn, void *arg)
 {
-	struct kq_wait *w, *at;
-	int wake;
+	struct kq_wait *w;
 
-	if ((w = calloc(1, sizeof(*w))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		return NULL;
 	w->fn = fn;
 	w->arg = arg;
 	w->refs = 2; /* the pending list and the delivery report */
@@ -116,10 +111,15 @@ kq_produce_then(struct kq_producer *p, const char *topic, const void *key, size_
 	/* An idle poller must wake by the earliest deadline a new message can have. */
 	if (timeout_ms < atomic_load(&p->idle_poll_ms))
 		atomic_store(&p->idle_poll_ms, timeout_ms > 0 ? timeout_ms : 1);
-	if (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0) {
-		free(w);
-		return -1;
-	}
+	return w;
+}
+
+void
+kq_then_list(struct kq_producer *p, struct kq_wait *w)
+{
+	struct kq_wait *at;
+	int wake;
+
 	pthread_mutex_lock(&p->amu);
 	if (w->done) {
 		/* The report came first (fn has run): the list's reference is dropped here. */
@@ -128,7 +128,7 @@ kq_produce_then(struct kq_producer *p, const char *topic, const void *key, size_
 		pthread_mutex_unlock(&p->amu);
 		if (last)
 			free(w);
-		return 0;
+		return;
 	}
 	/* Deadlines come almost in order: the place is found from the tail. */
 	for (at = p->atail; at != NULL && at->deadline_us > w->deadline_us; at = at->prev)
@@ -151,5 +151,4 @@ kq_produce_then(struct kq_producer *p, const char *topic, const void *key, size_
 	pthread_mutex_unlock(&p->amu);
 	if (wake)
 		rd_kafka_queue_yield(p->mainq);
-	return 0;
 }
