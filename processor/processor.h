@@ -11,9 +11,10 @@
  *   processor_core.c     the state without consumers; the in-process API (proc_open,
  *                        proc_apply, proc_close) that runs one message as the daemon does
  *   processor_consume.c  a worker's poll loop, the rebalance callback, pause/seek holds
- *   processor_handle.c   one message: route to pay or refund, the ordering guard, log
- *   processor_pay.c      the payment transaction, and the opening both transactions share
- *                        (proc_tx_open: the callback row's and the order's locks)
+ *   processor_handle.c   one message: route to pay or refund, log
+ *   processor_open.c     the opening both transactions share (proc_tx_open: the callback
+ *                        row's and the order's locks, the ordering guard)
+ *   processor_pay.c      the payment transaction
  *   processor_refund.c   the refund transaction
  *   processor_decide.c   the state machine's decision: a rule table and pure functions
  *   processor_ledger.c   the refund ledger and the refund requests, read and written
@@ -250,13 +251,6 @@ void proc_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_part
 
 /* processor_handle.c */
 enum proc_rc proc_handle(struct proc_worker *w, const struct msg_callback *m);
-/*
- * The per-order ordering guard on the row proc_tx_open locked. Returns 0 to go on, or 1 with
- * *tx set when the transaction has ended: TX_DEFERRED (deferred and committed; in a batch,
- * rolled back so that the message is handled alone) or a database error.
- */
-int proc_guard(struct proc_worker *w, const struct msg_callback *m, const struct proc_row *row,
-               struct proc_result *r, enum proc_tx *tx);
 /* The most messages of one partition applied in one transaction. */
 #define PROC_BATCH_MAX 8
 /*
@@ -271,8 +265,7 @@ int proc_guard(struct proc_worker *w, const struct msg_callback *m, const struct
  */
 int proc_handle_batch(struct proc_worker *w, const struct msg_callback *ms, int n, int *at);
 
-/* processor_pay.c */
-enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result *r);
+/* processor_open.c */
 /*
  * Begins the transaction of callback m, the same way for payments and refunds: locks its
  * row in the table m->cblog names, copies the row's merchant and order into r and locks the order.
@@ -284,6 +277,8 @@ enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m, struc
 int proc_tx_open(struct proc_worker *w, const struct msg_callback *m, struct proc_row *row,
                  struct proc_order *o, struct proc_result *r, enum proc_tx *tx);
 
+/* processor_pay.c */
+enum proc_tx proc_pay(struct proc_worker *w, const struct msg_callback *m, struct proc_result *r);
 /*
  * A conditional UPDATE of the order locked by proc_tx_open, judged by affected rows. Returns 1
  * when it changed the one row; else 0 with *tx set: the statement failed, or the order was

@@ -2,15 +2,15 @@
  * processor_handle - one callback message from start to finish: the payment or refund
  * transaction, whose opening read locks the row and its order and measures the ordering
  * guard (a done or dead row is skipped, a first attempt that would overtake an earlier
- * callback of its order is deferred: proc_guard), the record of a retryable failure, the
- * outbox relay after a commit, and the one log line of the outcome, callback id first; and
- * a run of one partition's messages in one transaction (proc_handle_batch, at the end of
- * this file).
+ * callback of its order is deferred: proc_guard; both in processor_open.c), the record of
+ * a retryable failure, the outbox relay after a commit, and the one log line of the
+ * outcome, callback id first; and a run of one partition's messages in one transaction
+ * (proc_handle_batch, at the end of this file).
  *
  * Until 2026-12-06 a done or dead row was skipped by an unlocked look before the
  * transaction, so that copies of a message did not queue on the row's lock; the look cost a
  * round trip on every message to spare a short lock wait on the rare copy, and is folded
- * into the locking read now (processor_pay.c, proc_lock). The worker's connection runs with
+ * into the locking read now (processor_open.c, proc_lock). The worker's connection runs with
  * autocommit off: every path here ends its transaction with a COMMIT or a ROLLBACK.
  *
  * A message naming a row that does not exist (a database failover that lost an
@@ -32,16 +32,6 @@
 #include "clock.h"
 #include "log.h"
 
-/*
- * A deferred row comes due again in a second; the retrier publishes it on the main topic.
- * The processor saw it, so its republishes start counting again (republish_count).
- */
-static const char *const SQL_DEFER[CBLOG_N] = {
-    "UPDATE pay_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND, republish_count "
-    "= 0 WHERE id = ? AND status = 0 AND retry_count = 0",
-    "UPDATE refund_callback_log SET next_retry_at = NOW(3) + INTERVAL 1 SECOND, "
-    "republish_count = 0 WHERE id = ? AND status = 0 AND retry_count = 0"};
-
 /* proc_msg_alert - an alerts row about message m itself (no row of ours to name), committed. */
 static enum db_rc
 proc_msg_alert(struct proc_worker *w, const struct msg_callback *m, const char *kind,
@@ -55,72 +45,6 @@ proc_msg_alert(struct proc_worker *w, const struct msg_callback *m, const char *
 	if (rc != DB_OK)
 		proc_rollback(&w->db);
 	return rc;
-}
-
-/*
- * proc_guard - the per-order ordering guard, on the row proc_tx_open has just locked.
- * Callbacks of one order are keyed to one partition, so they normally arrive here in the
- * order they came in. After partitions are added to the topic, a later callback of an order
- * can be published on a new partition while an earlier one still waits in the backlog of
- * the old one; a channel's re-push through another ingest, or a first publish that was lost,
- * can do the same; so can an earlier callback whose attempt failed and that waits on the
- * backoff ladder. A payment waits for the earlier pending payments of its order, attempted
- * or not: one that failed and waits on the ladder must still come first, or a second
- * payment overtakes the first and becomes the order's payment, and a refund the channel
- * made of that second payment then refunds the order instead of settling the duplicate. A
- * refund waits for the earlier pending payments and refunds of its order. A payment never
- * waits for a refund: a refund that came first waits for a payment (it fails "order not
- * paid" and retries), so the payment waiting for it would stall both until
- * processor.order_wait_s, and no payment's decision depends on a refund. Earlier is a strict
- * order, so two callbacks can never wait for each other.
- *
- * Such a first attempt is deferred rather than run: the row comes due again in a second and
- * the retrier publishes it again on the main topic, while its partition goes on flowing (a
- * hold would block the earlier callback when it sits behind this one in the same
- * partition). Nothing is counted as a failure. After processor.order_wait_s the callback
- * goes ahead anyway: the state machine is consistent in any order, but the order of effects
- * differs, and of two payments of one order the first applied is the order's payment. In a
- * batch, a row with an earlier pending callback ends the batch instead (rolled back), and is
- * judged again when handled alone.
- */
-int
-proc_guard(struct proc_worker *w, const struct msg_callback *m, const struct proc_row *row,
-           struct proc_result *r, enum proc_tx *tx)
-{
-	long long wait_ms = w->p->cf->processor.order_wait_s * 1000;
-	struct db_in in[1] = {DBI_I64(m->id)};
-	unsigned long long changed = 0;
-	char id[CBLOG_REF_MAX];
-	enum db_rc rc;
-
-	r->earlier = row->earlier;
-	r->age_ms = row->age_ms;
-	if (w->batching && row->earlier > 0) {
-		proc_rollback(&w->db);
-		*tx = TX_DEFERRED;
-		return 1;
-	}
-	if (wait_ms == 0 || row->retry_count != 0 || row->earlier == 0)
-		return 0;
-	if (row->age_ms >= wait_ms) {
-		log_warn(cblog_ref(id, sizeof(id), m->cblog, m->id),
-		         "event=order_wait_expired order=%s merchant=%s earlier_pending=%lld "
-		         "waited_ms=%lld",
-		         r->order, r->merchant, row->earlier, row->age_ms);
-		return 0;
-	}
-	if ((rc = db_exec(&w->db, SQL_DEFER[m->cblog], in, 1, &changed, NULL)) != DB_OK) {
-		*tx = proc_tx_error(w, rc, "defer", r);
-		return 1;
-	}
-	/* The row is locked pending at its first attempt, so the UPDATE changes it; if it did
-	 * not, the transaction decides, as it would have. */
-	if (changed != 1)
-		return 0;
-	*tx = proc_tx_commit(w, r);
-	if (*tx == TX_COMMITTED)
-		*tx = TX_DEFERRED;
-	return 1;
 }
 
 /* proc_log_text - s for a quoted log value: printable ASCII, no quote or backslash */

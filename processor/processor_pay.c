@@ -6,7 +6,8 @@
  * callbacks of one order handled at once serialize on the order. Steps:
  *
  *   1. lock the row and then its order FOR UPDATE, in one statement (a locking read sees
- *      the latest committed state), re-check status = 0 and apply the ordering guard;
+ *      the latest committed state), re-check status = 0 and apply the ordering guard
+ *      (proc_tx_open in processor_open.c, shared with refunds);
  *   2. measure: the order's state, the payment's trade against the order's paid trade, its
  *      amount and currency against the order's (exactly, int64 minor units);
  *   3. the rule table (processor_decide.c) decides: paid (one conditional UPDATE of the
@@ -29,137 +30,6 @@
 
 #include "log.h"
 #include "processor_decide.h"
-
-/*
- * The opening read of a transaction: the callback row and its order locked FOR UPDATE in
- * one statement, with what the ordering guard needs (processor_handle.c, proc_guard). One
- * round trip where there were three (an unlocked look at the row, then the row's lock, then
- * the order's). The row is a const table (its primary key) and the order one too (its
- * unique key, bound by the row's columns), so the server reads and locks the row first and
- * then the order: the lock order every transaction keeps. A missing row locks nothing; a
- * missing order leaves its columns NULL (o.id 0: the decision table makes it a retry).
- *
- * The guard's count of earlier pending callbacks of the order is a subquery, a plain
- * (consistent) read that locks nothing: the earlier rows stay free for the processors that
- * hold them. Both counts are held to idx_order: left to itself the optimizer adds a rowid
- * filter from idx_retry, which reads every pending row and made the count cost as much as
- * the transaction under a backlog. "Earlier" is by reception time, ties by id within a
- * log; a refund also waits for the earlier payments of its order (strictly earlier: no
- * tie across the logs), a payment never for a refund (see proc_guard).
- *
- * The row's columns are the same for both tables so that one function reads either: a
- * payment row has no payment trade number, cumulative flag or refund status of its own, and
- * selects the empty values a zeroed proc_row holds for them.
- */
-#define LOCK_EARLIER(T)                                                                            \
-	"(SELECT COUNT(*) FROM " T " e FORCE INDEX (idx_order) WHERE "                             \
-	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"(e.created_at < c.created_at OR (e.created_at = c.created_at AND e.id < c.id)))"
-#define LOCK_EARLIER_PAY                                                                           \
-	"(SELECT COUNT(*) FROM pay_callback_log e FORCE INDEX (idx_order) WHERE "                  \
-	"e.merchant_id = c.merchant_id AND e.out_trade_no = c.out_trade_no AND e.status = 0 AND "  \
-	"e.created_at < c.created_at)"
-#define LOCK_TAIL(T, EARLIER)                                                                      \
-	"c.status, c.retry_count, LEFT(DATE_FORMAT(c.created_at, '%Y-%m-%d %H:%i:%s.%f'), 23), "   \
-	"LEFT(DATE_FORMAT(NOW(3), '%Y-%m-%d %H:%i:%s.%f'), 23), " EARLIER ", "                     \
-	"TIMESTAMPDIFF(MICROSECOND, c.created_at, NOW(3)) DIV 1000, IFNULL(o.id, 0), "             \
-	"IFNULL(CAST(o.amount AS CHAR), ''), IFNULL(o.currency, ''), IFNULL(o.status, ''), "       \
-	"IFNULL(o.channel, ''), IFNULL(o.channel_trade_no, ''), "                                  \
-	"IFNULL(CAST(o.refunded_amount AS CHAR), '') FROM " T " c LEFT JOIN orders o ON "          \
-	"o.merchant_id = c.merchant_id AND o.out_trade_no = c.out_trade_no WHERE c.id = ? "        \
-	"FOR UPDATE"
-static const char *const proc_lock_sql[CBLOG_N] = {
-    [CBLOG_PAY] = "SELECT c.merchant_id, c.channel, c.channel_trade_no, '', c.out_trade_no, "
-                  "CAST(c.amount AS CHAR), 0, c.currency, '', " LOCK_TAIL(
-                      CBLOG_TABLE_PAY, LOCK_EARLIER(CBLOG_TABLE_PAY)),
-    [CBLOG_REFUND] =
-        "SELECT c.merchant_id, c.channel, c.refund_no, c.channel_trade_no, "
-        "c.out_trade_no, CAST(c.amount AS CHAR), c.amount_cumulative, c.currency, "
-        "c.refund_status, " LOCK_TAIL(CBLOG_TABLE_REFUND,
-                                      LOCK_EARLIER(CBLOG_TABLE_REFUND) " + " LOCK_EARLIER_PAY),
-};
-
-/* proc_lock - locks and reads callback row id of table lg and its order (o->id 0: none) */
-static enum db_rc
-proc_lock(struct proc_worker *w, enum cblog lg, unsigned long long id, struct proc_row *row,
-          struct proc_order *o, unsigned long long *found)
-{
-	struct db_in in[1] = {DBI_I64(id)};
-	struct db_out out[22] = {DBO_STR(row->merchant, sizeof(row->merchant)),
-	                         DBO_STR(row->channel, sizeof(row->channel)),
-	                         DBO_STR(row->trade_no, sizeof(row->trade_no)),
-	                         DBO_STR(row->pay_trade_no, sizeof(row->pay_trade_no)),
-	                         DBO_STR(row->order, sizeof(row->order)),
-	                         DBO_STR(row->amount, sizeof(row->amount)),
-	                         DBO_I64(),
-	                         DBO_STR(row->currency, sizeof(row->currency)),
-	                         DBO_STR(row->chan_status, sizeof(row->chan_status)),
-	                         DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_STR(row->created_at, sizeof(row->created_at)),
-	                         DBO_STR(row->now, sizeof(row->now)),
-	                         DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_I64(),
-	                         DBO_STR(o->amount, sizeof(o->amount)),
-	                         DBO_STR(o->currency, sizeof(o->currency)),
-	                         DBO_STR(o->status, sizeof(o->status)),
-	                         DBO_STR(o->channel, sizeof(o->channel)),
-	                         DBO_STR(o->trade_no, sizeof(o->trade_no)),
-	                         DBO_STR(o->refunded, sizeof(o->refunded))};
-	enum db_rc rc;
-
-	memset(row, 0, sizeof(*row));
-	memset(o, 0, sizeof(*o));
-	row->cblog = lg;
-	row->id = id;
-	rc = db_query(&w->db, proc_lock_sql[lg], in, 1, out, 22, NULL, NULL, found);
-	if (rc != DB_OK || *found == 0) {
-		memset(o, 0, sizeof(*o));
-		return rc;
-	}
-	row->cumulative = out[6].i != 0;
-	row->status = out[9].i;
-	row->retry_count = out[10].i;
-	row->earlier = out[13].i;
-	row->age_ms = out[14].i;
-	o->id = (unsigned long long)out[15].i;
-	return rc;
-}
-
-/* proc_tx_open - the opening proc_pay and proc_refund share (see processor.h) */
-int
-proc_tx_open(struct proc_worker *w, const struct msg_callback *m, struct proc_row *row,
-             struct proc_order *o, struct proc_result *r, enum proc_tx *tx)
-{
-	unsigned long long found = 0;
-	enum db_rc rc;
-	int differs;
-
-	if ((rc = proc_begin(w)) != DB_OK) {
-		*tx = proc_tx_error(w, rc, "begin", r);
-		return 0;
-	}
-	if ((rc = proc_lock(w, m->cblog, m->id, row, o, &found)) != DB_OK) {
-		*tx = proc_tx_error(w, rc, "lock row and order", r);
-		return 0;
-	}
-	/* A row that is not this message's, or not pending, is never applied (processor_handle.c).
-	 */
-	differs = found && (strcmp(row->merchant, m->merchant_id) != 0 ||
-	                    strcmp(row->order, m->out_trade_no) != 0);
-	if (!found || differs || row->status != 0) {
-		snprintf(r->row_merchant, sizeof(r->row_merchant), "%s", row->merchant);
-		snprintf(r->row_order, sizeof(r->row_order), "%s", row->order);
-		proc_rollback(&w->db);
-		*tx = !found ? TX_MISSING : differs ? TX_MISMATCH : TX_FINAL;
-		return 0;
-	}
-	snprintf(r->merchant, sizeof(r->merchant), "%s", row->merchant);
-	snprintf(r->order, sizeof(r->order), "%s", row->order);
-	/* The ordering guard may defer the row instead (it ends the transaction then). */
-	return !proc_guard(w, m, row, r, tx);
-}
 
 int
 proc_order_change(struct proc_worker *w, const char *sql, const struct db_in *in, int nin,
