@@ -40,14 +40,6 @@ broker_stop(void)
 	assert_int_equal(fx_broker_stop(broker_pid), 0);
 }
 
-static int
-count_cb(void *arg, const rd_kafka_message_t *m)
-{
-	(void)m;
-	(*(int *)arg)++;
-	return 0;
-}
-
 static struct kq_producer *
 producer(const struct conf *c)
 {
@@ -83,7 +75,7 @@ batch_is_delivered_whole_and_on_its_topic_once(void **state)
 	printf("# %d messages confirmed in %lld ms\n", NMSG, harness_now_ms() - t0);
 	for (int i = 0; i < NMSG; i++)
 		assert_int_equal(res[i].rc, KQ_DELIVERED);
-	assert_int_equal(fx_read_topic(&cf, topic, count_cb, &seen), NMSG);
+	assert_int_equal(fx_read_topic(&cf, topic, fx_count_all, &seen), NMSG);
 	assert_int_equal(seen, NMSG);
 	kq_producer_free(p);
 }

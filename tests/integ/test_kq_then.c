@@ -92,14 +92,6 @@ seen_wait(int n, int timeout_ms)
 	return total;
 }
 
-static int
-count_cb(void *arg, const rd_kafka_message_t *m)
-{
-	(void)m;
-	(*(int *)arg)++;
-	return 0;
-}
-
 static struct kq_producer *
 producer(void)
 {
@@ -144,7 +136,7 @@ each_function_runs_once_with_its_report_on_the_poller(void **state)
 		assert_int_equal(seen.rc[i], 0);
 	}
 	assert_int_equal(seen.on_producer_thread, 0);
-	assert_int_equal(fx_read_topic(&cf, topic, count_cb, &on_topic), NMSG);
+	assert_int_equal(fx_read_topic(&cf, topic, fx_count_all, &on_topic), NMSG);
 	assert_int_equal(on_topic, NMSG);
 	kq_producer_free(p);
 	assert_int_equal(seen.total, NMSG);

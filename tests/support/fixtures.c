@@ -384,6 +384,14 @@ fx_broker_resume(void **state)
 	return 0;
 }
 
+int
+fx_count_all(void *arg, const rd_kafka_message_t *m)
+{
+	(void)m;
+	(*(int *)arg)++;
+	return 0;
+}
+
 long long
 fx_read_topic(const struct conf *cf, const char *topic,
               int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg)

@@ -79,6 +79,8 @@ int fx_broker_resume(void **state);
  */
 long long fx_read_topic(const struct conf *cf, const char *topic,
                         int (*cb)(void *arg, const rd_kafka_message_t *m), void *arg);
+/* An fx_read_topic callback that counts every message in the int arg points at. */
+int fx_count_all(void *arg, const rd_kafka_message_t *m);
 
 /*
  * Formats a query (printf style) and returns the number its first column gives. Each call
