@@ -169,13 +169,19 @@ kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err
 	atomic_store(&p->idle_poll_ms, 1000);
 	conf = rd_kafka_conf_new();
 	snprintf(tmo, sizeof(tmo), "%lld", cf->delivery_timeout_ms);
-	/* Idempotence implies acks=all and bounded in-flight requests: no duplicates, no
-	 * reordering within a partition, even across broker retries. */
+	/*
+	 * Idempotence implies acks=all and bounded in-flight requests: no duplicates, no
+	 * reordering within a partition, even across broker retries. No linger: a message goes
+	 * out as soon as the connection has room, and while 5 requests are in flight the
+	 * messages that arrive meanwhile wait in their partition's queue and share the next
+	 * one, so batches still grow with load. A 1 ms linger was ~0.9 ms of every
+	 * acknowledgement at 8 clients, the largest part paycb chose (docs/performance.md).
+	 */
 	if (kq_conf_common(conf, cf, err, errlen) ||
 	    kq_set(conf, "enable.idempotence", "true", err, errlen) ||
 	    kq_set(conf, "acks", "all", err, errlen) ||
 	    kq_set(conf, "message.timeout.ms", tmo, err, errlen) ||
-	    kq_set(conf, "linger.ms", "1", err, errlen) ||
+	    kq_set(conf, "linger.ms", "0", err, errlen) ||
 	    kq_set(conf, "partitioner", "murmur2_random", err, errlen))
 		goto fail;
 	rd_kafka_conf_set_opaque(conf, p);

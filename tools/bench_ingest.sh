@@ -9,8 +9,9 @@
 # Each round runs, per level, every SIM against every ingest build in turn (alternating
 # builds, so the machine's other load falls on all of them alike) and then `paycb-bench
 # dbceiling --shape publish` at the same concurrency; one key=value line per run on stdout,
-# with the load average. Ingest builds are programs relative to bin/ (a copy of an older
-# build elsewhere is reached through ../), each started once on ports of its own. The
+# with the load average and the local broker's CPU. Ingest builds are programs relative to
+# bin/ (a copy of an older build elsewhere is reached through ../), each started once on
+# ports of its own. The
 # settings are tools/bench.sh's; its own database paycb_bingest (dropped at the start and the
 # end), topic prefix pbingest and free ports, so it runs beside the demo and the bench.
 # Environment: BENCH_INGEST_N (6000 notifications per run), BENCH_LEVELS ("8 64 256"),
@@ -35,6 +36,9 @@ load() { cut -d' ' -f1 /proc/loadavg; }
 
 deploy/local/services.sh up >"$B/log/services.log" 2>&1 || { cat "$B/log/services.log"; exit 1; }
 base=$(deploy/local/services.sh config)
+# The broker's CPU per run is the cost of ingest's produce requests (and of nothing else
+# only when no other pipeline shares it).
+BROKER=$(cat "$PAYCB_VAR/kafka/kafka.pid" 2>/dev/null || echo 0)
 pl_sql "DROP DATABASE IF EXISTS $DB"
 INGEST=$(pl_free_port) INGEST_ADMIN=$(pl_free_port)
 CONF=$B/paycb.conf
@@ -64,15 +68,15 @@ for r in $(seq 1 "${BENCH_ROUNDS:-2}"); do
 		for i in "${!SIMS[@]}"; do
 			for k in "${!INGESTS[@]}"; do
 				f=$B/run-$r-$c-$i-$k.kv
-				ing=$(pl_cpu_ms "$(pl_pid "ingest$k")")
+				ing=$(pl_cpu_ms "$(pl_pid "ingest$k")") brk=$(pl_cpu_ms "$BROKER")
 				"${SIMS[$i]}" run --seed 7 -c "$B/paycb-$k.conf" --keys "$B/keys" --scenario load \
 					--orders "$N" --concurrency "$c" --ingest-only --wait 300 --report "$f" \
 					>"$B/log/sim-$r-$c-$i-$k.log" 2>&1 || { tail -n 20 "$B/log/sim-$r-$c-$i-$k.log"; exit 1; }
-				ing=$(($(pl_cpu_ms "$(pl_pid "ingest$k")") - ing))
+				ing=$(($(pl_cpu_ms "$(pl_pid "ingest$k")") - ing)) brk=$(($(pl_cpu_ms "$BROKER") - brk))
 				echo "round=$r clients=$c sim=${SIMS[$i]} ingest=${INGESTS[$k]}" \
 					"ack_rate=$(kv "$f" ack_rate) ack_p99_us=$(kv "$f" ack_p99_us)" \
 					"sim_deliver_cpu_ms=$(kv "$f" deliver_cpu_ms) sim_cpu_ms=$(kv "$f" cpu_ms)" \
-					"ingest_cpu_ms=$ing load=$(load)"
+					"ingest_cpu_ms=$ing broker_cpu_ms=$brk load=$(load)"
 			done
 		done
 		f=$B/publish-$r-$c.kv
