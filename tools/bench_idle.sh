@@ -102,10 +102,11 @@ threads() {
 	tck=$(getconf CLK_TCK)
 	for p in "$@"; do
 		for t in /proc/"$p"/task/*; do
-			awk -v p="$p" -v tid="${t##*/}" -v n="$(tr ' ' _ <"$t/comm" 2>/dev/null)" -v tck="$tck" \
+			awk -v p="$p" -v tid="${t##*/}" -v n="$(tr ' ' _ 2>/dev/null <"$t/comm")" -v tck="$tck" \
 				'FNR == 1 && FILENAME ~ /stat$/ { s = $0; sub(/^.*\) /, "", s); split(s, f, " ")
 					cpu = (f[12] + f[13]) * 1000 / tck }
-				/ctxt_switches/ { c += $2 } END { print p, tid, n, cpu, c }' "$t/stat" "$t/status" 2>/dev/null
+				/ctxt_switches/ { c += $2 } END { print p, tid, n, cpu, c }' "$t/stat" "$t/status" 2>/dev/null ||
+				true # A thread that ended while being read is left out, not the run.
 		done
 	done
 }
