@@ -188,6 +188,7 @@ TEST_LIBS_test_kafka                 := tsup tools_migrate chan common
 TEST_LIBS_test_key_rotation          := tsup_sim tsup tools_sim tools_migrate chan common
 TEST_LIBS_test_kq_batch              := tsup retrier tools_migrate chan common
 TEST_LIBS_test_kq_then               := tsup tools_migrate chan common
+TEST_LIBS_test_kq_sleep              := tsup tools_migrate chan common
 TEST_LIBS_test_ladder_topics         := tsup_sim tsup tools_sim tools_migrate chan common
 TEST_LIBS_test_lag                   := tsup_sim tsup retrier tools_sim tools_migrate chan common
 TEST_LIBS_test_liveness              := tsup_sim tsup retrier tools_sim tools_migrate chan common

@@ -65,6 +65,10 @@ static const struct cfg_setting kafka_tab[] = {
 	    "consumer group of the processors"),
 	INT("delivery_timeout_ms", "30000", 1000, 600000, KF(delivery_timeout_ms),
 	    "producer delivery timeout (message.timeout.ms)"),
+	INT("producer_sleep_s", "10", 0, 86400, KF(producer_sleep_s),
+	    "seconds without a message after which the processor's, retrier's and reconciler's "
+	    "producers close their connections and threads until the next one (0: never); "
+	    "ingest's stays open"),
 	END};
 
 #define RT(f) offsetof(struct conf_retry, f)

@@ -39,6 +39,7 @@ struct conf_kafka {
 	char *sasl_mechanism, *sasl_username, *sasl_password_file, *ssl_ca_file;
 	char *group_id;
 	long long delivery_timeout_ms;
+	long long producer_sleep_s;
 };
 
 struct conf_retry {

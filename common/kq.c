@@ -1,11 +1,14 @@
 /*
- * kq - Kafka producer and consumer helpers (see kq.h; the admin calls are in kq_admin.c).
+ * kq - paycb's Kafka producer (see kq.h; consumers are in kq_consumer.c, the admin calls in
+ * kq_admin.c).
  *
  * The producer is shared by all threads of a process. A poller thread serves delivery
  * reports; a caller that waits for its message blocks on a per-message completion, which is
  * reference-counted because the waiter may give up at its deadline before the report comes.
  * A caller that does not wait (kq_produce_then, kq_then.c) has its function called by the
- * poller thread with the report, or at its deadline, whichever is first.
+ * poller thread with the report, or at its deadline, whichever is first. A producer told to
+ * sleep destroys its librdkafka handle when idle, since an idle handle's threads and timers
+ * cost about 0.15% of a core, and makes a new one for the next message.
  */
 #include "kq.h"
 
@@ -23,7 +26,7 @@
 #include "kq_int.h"
 #include "log.h"
 
-static int
+int
 kq_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen)
 {
 	char e[256];
@@ -138,6 +141,125 @@ kq_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	log_warn(NULL, "event=kafka_error error=\"%s\"", reason);
 }
 
+/*
+ * kq_open - under rkl held exclusive: makes the librdkafka handle from the template and tells
+ * the poller. Returns 0 or -1 with err.
+ */
+static int
+kq_open(struct kq_producer *p, char *err, size_t errlen)
+{
+	rd_kafka_conf_t *conf = rd_kafka_conf_dup(p->tmpl);
+	char e[256];
+
+	if ((p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e))) == NULL) {
+		rd_kafka_conf_destroy(conf);
+		snprintf(err, errlen, "kafka producer: %s", e);
+		return -1;
+	}
+	p->mainq = rd_kafka_queue_get_main(p->rk);
+	atomic_fetch_add(&p->opens, 1);
+	atomic_store(&p->last_us, clock_mono_us());
+	pthread_mutex_lock(&p->smu);
+	p->awake = 1;
+	pthread_cond_signal(&p->scv);
+	pthread_mutex_unlock(&p->smu);
+	return 0;
+}
+
+/*
+ * kq_use - holds rkl shared with a handle in it, making one if the producer slept. Returns 0
+ * (release with kq_unuse) or -1 with err and nothing held.
+ */
+static int
+kq_use(struct kq_producer *p, char *err, size_t errlen)
+{
+	long long slept_us;
+	int rc = 0;
+
+	for (;;) {
+		pthread_rwlock_rdlock(&p->rkl);
+		if (p->rk)
+			return 0;
+		pthread_rwlock_unlock(&p->rkl);
+		pthread_rwlock_wrlock(&p->rkl);
+		if (p->rk == NULL && atomic_load(&p->stop)) {
+			snprintf(err, errlen, "the producer is stopping");
+			rc = -1;
+		} else if (p->rk == NULL && (rc = kq_open(p, err, errlen)) == 0) {
+			slept_us = clock_mono_us() - p->slept_us;
+			log_info(NULL, "event=kafka_producer_woken slept_ms=%lld opens=%llu",
+			         slept_us / 1000, atomic_load(&p->opens));
+		}
+		pthread_rwlock_unlock(&p->rkl);
+		if (rc != 0)
+			return -1;
+	}
+}
+
+static void
+kq_unuse(struct kq_producer *p)
+{
+	atomic_store(&p->last_us, clock_mono_us());
+	pthread_rwlock_unlock(&p->rkl);
+}
+
+/*
+ * kq_sleep - on the poller thread: destroys the handle of a producer told to sleep once no
+ * caller has used it for sleep_ms and nothing is queued, in flight or unreported. Taking rkl
+ * exclusive proves that no caller is inside; a caller that wants it meanwhile waits for the
+ * destroy and makes a new handle. Returns 1 when the handle was destroyed.
+ */
+static int
+kq_sleep(struct kq_producer *p)
+{
+	long long ms = atomic_load(&p->sleep_ms);
+	int slept = 0;
+
+	if (ms <= 0 || atomic_load(&p->fatal) ||
+	    clock_mono_us() - atomic_load(&p->last_us) < ms * 1000)
+		return 0;
+	if (pthread_rwlock_trywrlock(&p->rkl) != 0)
+		return 0;
+	pthread_mutex_lock(&p->amu);
+	slept = p->ahead == NULL;
+	pthread_mutex_unlock(&p->amu);
+	if (slept && rd_kafka_outq_len(p->rk) == 0 && !atomic_load(&p->stop)) {
+		pthread_mutex_lock(&p->smu);
+		p->awake = 0;
+		pthread_mutex_unlock(&p->smu);
+		rd_kafka_queue_destroy(p->mainq);
+		rd_kafka_destroy(p->rk);
+		p->rk = NULL;
+		p->mainq = NULL;
+		p->slept_us = clock_mono_us();
+		log_info(NULL, "event=kafka_producer_asleep idle_ms=%lld delivered=%llu", ms,
+		         atomic_load(&p->delivered));
+	} else {
+		slept = 0;
+	}
+	pthread_rwlock_unlock(&p->rkl);
+	return slept;
+}
+
+/*
+ * kq_poll_wait - how long the poller may wait: until the first kq_produce_then deadline or
+ * the idle wait, and no longer than until the handle may sleep, so it sleeps on time.
+ */
+static int
+kq_poll_wait(struct kq_producer *p)
+{
+	long long ms = atomic_load(&p->sleep_ms), left;
+	int wait = kq_then_expire(p);
+
+	if (ms > 0) {
+		left = (atomic_load(&p->last_us) + ms * 1000 - clock_mono_us()) / 1000 + 1;
+		/* Past it, a handle still in use waits as usual: the check follows each poll. */
+		if (left > 0 && left < wait)
+			wait = (int)left;
+	}
+	return wait;
+}
+
 static void *
 kq_poll_main(void *arg)
 {
@@ -147,27 +269,30 @@ kq_poll_main(void *arg)
 	 * A delivery report ends the wait at once, and kq_producer_free wakes it by yielding
 	 * the main queue, so the timeout only bounds an idle wait: a second, not the 50 ms that
 	 * woke every idle process 20 times a second, or until the first deadline of a
-	 * kq_produce_then message (kq_then.c).
+	 * kq_produce_then message (kq_then.c). Without a handle (the producer sleeps) it waits
+	 * for one. Only this thread destroys the handle, so it reads p->rk without rkl once smu
+	 * said that a handle was made.
 	 */
-	while (!atomic_load(&p->stop))
-		rd_kafka_poll(p->rk, kq_then_expire(p));
+	for (;;) {
+		pthread_mutex_lock(&p->smu);
+		while (!p->awake && !atomic_load(&p->stop))
+			pthread_cond_wait(&p->scv, &p->smu);
+		pthread_mutex_unlock(&p->smu);
+		if (atomic_load(&p->stop))
+			break;
+		rd_kafka_poll(p->rk, kq_poll_wait(p));
+		kq_sleep(p);
+	}
 	return NULL;
 }
 
-int
-kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err, size_t errlen)
+/* kq_template - the settings every handle of the producer is made with. */
+static rd_kafka_conf_t *
+kq_template(const struct conf_kafka *cf, struct kq_producer *p, char *err, size_t errlen)
 {
-	struct kq_producer *p = NULL;
-	rd_kafka_conf_t *conf = NULL;
-	char tmo[32], e[256];
+	rd_kafka_conf_t *conf = rd_kafka_conf_new();
+	char tmo[32];
 
-	if ((p = calloc(1, sizeof(*p))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
-	pthread_mutex_init(&p->amu, NULL);
-	atomic_store(&p->idle_poll_ms, 1000);
-	conf = rd_kafka_conf_new();
 	snprintf(tmo, sizeof(tmo), "%lld", cf->delivery_timeout_ms);
 	/*
 	 * Idempotence implies acks=all and bounded in-flight requests: no duplicates, no
@@ -182,17 +307,32 @@ kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err
 	    kq_set(conf, "acks", "all", err, errlen) ||
 	    kq_set(conf, "message.timeout.ms", tmo, err, errlen) ||
 	    kq_set(conf, "linger.ms", "0", err, errlen) ||
-	    kq_set(conf, "partitioner", "murmur2_random", err, errlen))
-		goto fail;
+	    kq_set(conf, "partitioner", "murmur2_random", err, errlen)) {
+		rd_kafka_conf_destroy(conf);
+		return NULL;
+	}
 	rd_kafka_conf_set_opaque(conf, p);
 	rd_kafka_conf_set_dr_msg_cb(conf, kq_on_delivery);
 	rd_kafka_conf_set_error_cb(conf, kq_on_error);
-	if ((p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e))) == NULL) {
-		snprintf(err, errlen, "kafka producer: %s", e);
-		goto fail;
+	return conf;
+}
+
+int
+kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err, size_t errlen)
+{
+	struct kq_producer *p = NULL;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
-	conf = NULL; /* rd_kafka_new() took ownership. */
-	p->mainq = rd_kafka_queue_get_main(p->rk);
+	pthread_mutex_init(&p->amu, NULL);
+	pthread_mutex_init(&p->smu, NULL);
+	pthread_cond_init(&p->scv, NULL);
+	pthread_rwlock_init(&p->rkl, NULL);
+	atomic_store(&p->idle_poll_ms, 1000);
+	if ((p->tmpl = kq_template(cf, p, err, errlen)) == NULL || kq_open(p, err, errlen) != 0)
+		goto fail;
 	if (pthread_create(&p->poller, NULL, kq_poll_main, p) != 0) {
 		snprintf(err, errlen, "cannot start the kafka poller thread");
 		rd_kafka_queue_destroy(p->mainq);
@@ -202,12 +342,40 @@ kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err
 	*out = p;
 	return 0;
 fail:
-	if (conf)
-		rd_kafka_conf_destroy(conf);
+	if (p->tmpl)
+		rd_kafka_conf_destroy(p->tmpl);
+	pthread_rwlock_destroy(&p->rkl);
+	pthread_cond_destroy(&p->scv);
+	pthread_mutex_destroy(&p->smu);
+	pthread_mutex_destroy(&p->amu);
 	free(p);
 	return -1;
 }
 
+void
+kq_producer_sleep_after(struct kq_producer *p, int idle_ms)
+{
+	atomic_store(&p->sleep_ms, idle_ms);
+}
+
+int
+kq_producer_asleep(struct kq_producer *p)
+{
+	int asleep;
+
+	pthread_mutex_lock(&p->smu);
+	asleep = !p->awake;
+	pthread_mutex_unlock(&p->smu);
+	return asleep;
+}
+
+unsigned long long
+kq_producer_opens(const struct kq_producer *p)
+{
+	return atomic_load(&p->opens);
+}
+
+/* kq_send - queues one message; the caller holds the handle (kq_use). */
 static int
 kq_send(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
         size_t vlen, struct kq_wait *w, char *err, size_t errlen)
@@ -247,11 +415,18 @@ kq_produce_then(struct kq_producer *p, const char *topic, const void *key, size_
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0) {
+	if (kq_use(p, err, errlen) != 0) {
 		free(w);
 		return -1;
 	}
+	if (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0) {
+		kq_unuse(p);
+		free(w);
+		return -1;
+	}
+	/* Listed before the handle is released: a handle with a pending message stays. */
 	kq_then_list(p, w);
+	kq_unuse(p);
 	return 0;
 }
 
@@ -259,7 +434,13 @@ int
 kq_produce(struct kq_producer *p, const char *topic, const void *key, size_t klen, const void *val,
            size_t vlen, char *err, size_t errlen)
 {
-	return kq_send(p, topic, key, klen, val, vlen, NULL, err, errlen);
+	int rc;
+
+	if (kq_use(p, err, errlen) != 0)
+		return -1;
+	rc = kq_send(p, topic, key, klen, val, vlen, NULL, err, errlen);
+	kq_unuse(p);
+	return rc;
 }
 
 struct kq_wait *
@@ -275,11 +456,13 @@ kq_produce_start(struct kq_producer *p, const char *topic, const void *key, size
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	w->refs = 2; /* the waiter and the delivery report */
-	if (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0) {
+	if (kq_use(p, err, errlen) != 0 ||
+	    (kq_send(p, topic, key, klen, val, vlen, w, err, errlen) != 0 && (kq_unuse(p), 1))) {
 		w->refs = 1;
 		kq_wait_unref(w);
 		return NULL;
 	}
+	kq_unuse(p);
 	return w;
 }
 
@@ -328,8 +511,16 @@ kq_produce_wait(struct kq_producer *p, const char *topic, const void *key, size_
 int
 kq_flush(struct kq_producer *p, int timeout_ms)
 {
-	rd_kafka_flush(p->rk, timeout_ms);
-	return rd_kafka_outq_len(p->rk);
+	int left = 0;
+
+	/* A producer asleep has nothing queued: it is not woken to say so. */
+	pthread_rwlock_rdlock(&p->rkl);
+	if (p->rk) {
+		rd_kafka_flush(p->rk, timeout_ms);
+		left = rd_kafka_outq_len(p->rk);
+	}
+	pthread_rwlock_unlock(&p->rkl);
+	return left;
 }
 
 unsigned long long
@@ -360,8 +551,14 @@ int
 kq_producer_ping(struct kq_producer *p, int timeout_ms)
 {
 	const struct rd_kafka_metadata *md;
+	rd_kafka_resp_err_t e;
+	char err[256];
 
-	if (rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+	if (kq_use(p, err, sizeof(err)) != 0)
+		return -1;
+	e = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
+	kq_unuse(p);
+	if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
 		return -1;
 	rd_kafka_metadata_destroy(md);
 	return 0;
@@ -371,15 +568,19 @@ int
 kq_producer_warm(struct kq_producer *p, const char *topic, int timeout_ms)
 {
 	const struct rd_kafka_metadata *md;
-	rd_kafka_topic_t *rkt = rd_kafka_topic_new(p->rk, topic, NULL);
-	rd_kafka_resp_err_t e;
+	rd_kafka_topic_t *rkt;
+	rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR__FAIL;
+	char err[256];
 
-	if (rkt == NULL)
+	if (kq_use(p, err, sizeof(err)) != 0)
 		return -1;
-	e = rd_kafka_metadata(p->rk, 0, rkt, &md, timeout_ms);
-	if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-		rd_kafka_metadata_destroy(md);
-	rd_kafka_topic_destroy(rkt);
+	if ((rkt = rd_kafka_topic_new(p->rk, topic, NULL)) != NULL) {
+		e = rd_kafka_metadata(p->rk, 0, rkt, &md, timeout_ms);
+		if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+			rd_kafka_metadata_destroy(md);
+		rd_kafka_topic_destroy(rkt);
+	}
+	kq_unuse(p);
 	return e == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
 }
 
@@ -389,116 +590,34 @@ kq_producer_free(struct kq_producer *p)
 	if (p == NULL)
 		return;
 	/*
-	 * Messages still queued (the caller flushed with a deadline, or gave up) are purged so
-	 * their delivery reports run now and release their waiters' completions; the poller
-	 * thread serves those reports until the queue is empty.
+	 * The poller stops first, so it neither destroys the handle nor serves reports from
+	 * here on. rd_kafka_yield only works from inside a callback: the queue's yield wakes a
+	 * poller that waits in rd_kafka_poll, the condition one that waits for a handle.
 	 */
-	rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-	for (int i = 0; i < 100 && rd_kafka_outq_len(p->rk) > 0; i++)
-		rd_kafka_poll(p->rk, 50);
 	atomic_store(&p->stop, 1);
-	/* rd_kafka_yield only works from inside a callback: the queue's yield wakes the
-	 * poller from here. */
-	rd_kafka_queue_yield(p->mainq);
+	pthread_mutex_lock(&p->smu);
+	pthread_cond_signal(&p->scv);
+	pthread_mutex_unlock(&p->smu);
+	pthread_rwlock_rdlock(&p->rkl);
+	if (p->mainq)
+		rd_kafka_queue_yield(p->mainq);
+	pthread_rwlock_unlock(&p->rkl);
 	pthread_join(p->poller, NULL);
-	rd_kafka_queue_destroy(p->mainq);
-	rd_kafka_destroy(p->rk);
+	/*
+	 * Messages still queued (the caller flushed with a deadline, or gave up) are purged so
+	 * their delivery reports run now, served here, and release their waiters' completions.
+	 */
+	if (p->rk) {
+		rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+		for (int i = 0; i < 100 && rd_kafka_outq_len(p->rk) > 0; i++)
+			rd_kafka_poll(p->rk, 50);
+		rd_kafka_queue_destroy(p->mainq);
+		rd_kafka_destroy(p->rk);
+	}
+	rd_kafka_conf_destroy(p->tmpl);
+	pthread_rwlock_destroy(&p->rkl);
+	pthread_cond_destroy(&p->scv);
+	pthread_mutex_destroy(&p->smu);
 	pthread_mutex_destroy(&p->amu);
 	free(p);
-}
-
-static void
-kq_default_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                     rd_kafka_topic_partition_list_t *parts, void *opaque)
-{
-	int coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
-
-	(void)opaque;
-	if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-		if (coop)
-			rd_kafka_error_destroy(rd_kafka_incremental_assign(rk, parts));
-		else
-			rd_kafka_assign(rk, parts);
-	} else {
-		if (coop)
-			rd_kafka_error_destroy(rd_kafka_incremental_unassign(rk, parts));
-		else
-			rd_kafka_assign(rk, NULL);
-	}
-}
-
-rd_kafka_t *
-kq_consumer_new(const struct conf_kafka *cf, const char *group, const char *const *topics,
-                int ntopics,
-                void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
-                                     rd_kafka_topic_partition_list_t *, void *),
-                void *opaque, char *err, size_t errlen)
-{
-	rd_kafka_conf_t *conf = rd_kafka_conf_new();
-	rd_kafka_topic_partition_list_t *subs = NULL;
-	rd_kafka_t *rk = NULL;
-	rd_kafka_resp_err_t e;
-	char es[256];
-
-	if (kq_conf_common(conf, cf, err, errlen) || kq_set(conf, "group.id", group, err, errlen) ||
-	    kq_set(conf, "enable.auto.offset.store", "false", err, errlen) ||
-	    kq_set(conf, "enable.auto.commit", "true", err, errlen) ||
-	    kq_set(conf, "auto.commit.interval.ms", "1000", err, errlen) ||
-	    kq_set(conf, "auto.offset.reset", "earliest", err, errlen) ||
-	    /*
-	     * A dead member is noticed after the session (10 s, unchanged), so failover does
-	     * not wait for longer. A heartbeat every 3 s, not every 1 s: a third of the
-	     * requests an idle consumer sends besides its fetches, at the cost of a live member
-	     * learning of a rebalance up to 3 s later (its next heartbeat); three heartbeats
-	     * still fit in a session.
-	     */
-	    kq_set(conf, "session.timeout.ms", "10000", err, errlen) ||
-	    kq_set(conf, "heartbeat.interval.ms", "3000", err, errlen) ||
-	    /*
-	     * An idle consumer's fetch waits at the broker this long for a message (one arrives
-	     * and the fetch returns at once), so it bounds idle fetches, not latency: 500 ms made
-	     * two empty fetches a second per consumer. A partition resumed or sought while a
-	     * fetch waits joins the next one, so a hold's release can be late by up to this.
-	     */
-	    kq_set(conf, "fetch.wait.max.ms", "1000", err, errlen) ||
-	    kq_set(conf, "enable.partition.eof", "false", err, errlen))
-		goto fail;
-	rd_kafka_conf_set_opaque(conf, opaque);
-	rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb ? rebalance_cb : kq_default_rebalance);
-	if ((rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, es, sizeof(es))) == NULL) {
-		snprintf(err, errlen, "kafka consumer: %s", es);
-		goto fail;
-	}
-	conf = NULL;
-	rd_kafka_poll_set_consumer(rk);
-	subs = rd_kafka_topic_partition_list_new(ntopics);
-	for (int i = 0; i < ntopics; i++)
-		rd_kafka_topic_partition_list_add(subs, topics[i], RD_KAFKA_PARTITION_UA);
-	if ((e = rd_kafka_subscribe(rk, subs)) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-		snprintf(err, errlen, "subscribe: %s", rd_kafka_err2str(e));
-		goto fail;
-	}
-	rd_kafka_topic_partition_list_destroy(subs);
-	return rk;
-fail:
-	if (subs)
-		rd_kafka_topic_partition_list_destroy(subs);
-	if (rk)
-		rd_kafka_destroy(rk);
-	if (conf)
-		rd_kafka_conf_destroy(conf);
-	return NULL;
-}
-
-int
-kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m)
-{
-	rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-	rd_kafka_resp_err_t e;
-
-	rd_kafka_topic_partition_list_add(l, rd_kafka_topic_name(m->rkt), m->partition)->offset =
-	    m->offset + 1;
-	e = rd_kafka_offsets_store(rk, l);
-	rd_kafka_topic_partition_list_destroy(l);
-	return e == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
 }

@@ -95,14 +95,25 @@ void kq_producer_free(struct kq_producer *p);
  * has not used yet for about a second, half of ingest's publish budget.
  */
 int kq_producer_warm(struct kq_producer *p, const char *topic, int timeout_ms);
-/* Checks that the cluster answers a metadata request within timeout_ms. */
+/* Checks that the cluster answers a metadata request within timeout_ms (waking p). */
 int kq_producer_ping(struct kq_producer *p, int timeout_ms);
+/*
+ * Lets p sleep: once no message was produced for idle_ms and none is queued, in flight or
+ * unreported, its librdkafka handle (connections, threads, timers) is destroyed, and the next
+ * message, ping or warm-up makes a new one, which starts a new idempotent producer session
+ * (one InitProducerId request). kq_flush does not wake it. 0 (the default) never sleeps.
+ */
+void kq_producer_sleep_after(struct kq_producer *p, int idle_ms);
+/* True while p has no handle; the handles made so far, the first included. */
+int kq_producer_asleep(struct kq_producer *p);
+unsigned long long kq_producer_opens(const struct kq_producer *p);
 
 /*
  * Creates a consumer in group with enable.auto.offset.store=false (offsets are stored only by
  * kq_store), auto commit of stored offsets, earliest reset, and subscribes to topics.
  * rebalance_cb may be NULL (the default assign/unassign, for both protocols).
  */
+/* kq_consumer.c */
 rd_kafka_t *kq_consumer_new(const struct conf_kafka *cf, const char *group,
                             const char *const *topics, int ntopics,
                             void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
@@ -110,6 +121,8 @@ rd_kafka_t *kq_consumer_new(const struct conf_kafka *cf, const char *group,
                             void *opaque, char *err, size_t errlen);
 /* Stores the offset after m (m's offset + 1) for the next commit. */
 int kq_store(rd_kafka_t *rk, const rd_kafka_message_t *m);
+/* Checks that the cluster answers a consumer's metadata request within timeout_ms. */
+int kq_consumer_ping(rd_kafka_t *rk, int timeout_ms);
 
 /*
  * Creates the topics that are missing and grows an existing topic that has fewer partitions

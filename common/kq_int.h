@@ -1,6 +1,7 @@
 /*
- * kq_int - the producer's insides, shared by kq.c and kq_then.c (not for other modules).
- * kq.c uses kq_then.c's pending list; kq_then.c uses nothing of kq.c.
+ * kq_int - the producer's insides, shared by kq.c, kq_then.c and kq_consumer.c (not for other
+ * modules). kq.c uses kq_then.c's pending list; kq_then.c uses nothing of kq.c; kq_consumer.c
+ * uses kq_set.
  */
 #ifndef PAYCB_KQ_INT_H
 #define PAYCB_KQ_INT_H
@@ -9,6 +10,9 @@
 #include <stdatomic.h>
 
 #include "kq.h"
+
+/* Sets one librdkafka setting; returns 0 or -1 with err naming it. */
+int kq_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen);
 
 struct kq_wait {
 	pthread_mutex_t mu;
@@ -25,8 +29,24 @@ struct kq_wait {
 };
 
 struct kq_producer {
+	/*
+	 * The librdkafka handle and its main queue (what the poller serves; yielding it wakes the
+	 * poller). A producer told to sleep (kq_producer_sleep_after) destroys them when idle and
+	 * the next caller makes them again from tmpl: rkl guards them, shared by the callers that
+	 * use the handle and exclusive to whoever makes or destroys it. awake (under smu) tells
+	 * the poller that it has a handle to serve; scv wakes it.
+	 */
 	rd_kafka_t *rk;
-	rd_kafka_queue_t *mainq; /* what the poller serves; yielding it wakes the poller */
+	rd_kafka_queue_t *mainq;
+	rd_kafka_conf_t *tmpl;
+	pthread_rwlock_t rkl;
+	pthread_mutex_t smu;
+	pthread_cond_t scv;
+	int awake;
+	atomic_int sleep_ms;  /* 0: the handle is never destroyed before the end */
+	atomic_llong last_us; /* when a caller last used the handle (monotonic) */
+	atomic_ullong opens;  /* handles made, the first included */
+	long long slept_us;   /* under rkl: when the handle was last destroyed */
 	pthread_t poller;
 	atomic_int stop;
 	atomic_int fatal;

@@ -73,6 +73,8 @@ proc_core_new(const struct conf *cf, int nworkers, struct proc **out)
 		rc = EXIT_CONFIG;
 		goto fail;
 	}
+	/* Idle for long, it closes its connections and threads (docs/performance.md). */
+	kq_producer_sleep_after(p->prod, (int)cf->kafka.producer_sleep_s * 1000);
 	if (proc_relay_start(p) != 0) {
 		rc = EXIT_CONFIG;
 		goto fail;

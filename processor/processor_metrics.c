@@ -78,7 +78,15 @@ proc_ready(void *arg, char *why, size_t len)
 {
 	struct proc *p = arg;
 
-	if (kq_producer_ping(p->prod, 1000) != 0) {
+	/*
+	 * Asked through a consumer: the producer sleeps while idle (kafka.producer_sleep_s),
+	 * and a probe every few seconds would keep it awake. Both talk to the same brokers.
+	 */
+	if (kq_fatal(p->prod)) {
+		snprintf(why, len, "kafka: the producer failed fatally");
+		return -1;
+	}
+	if (p->nworkers < 1 || kq_consumer_ping(p->workers[0].rk, 1000) != 0) {
 		snprintf(why, len, "kafka: no metadata answer within 1 s");
 		return -1;
 	}

@@ -77,6 +77,8 @@ recon_daemon_init(const struct conf *cf, void **state)
 		rc = EXIT_CONFIG;
 		goto fail;
 	}
+	/* Idle for long, it closes its connections and threads (docs/performance.md). */
+	kq_producer_sleep_after(r->kp, (int)cf->kafka.producer_sleep_s * 1000);
 	if (cf->reconciler.admin_port != 0 &&
 	    admin_start(cf->reconciler.admin_addr, (int)cf->reconciler.admin_port, recon_ready, r,
 	                cf->admin_token_file, &r->admin, err, sizeof(err)) != 0)

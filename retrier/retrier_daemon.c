@@ -58,6 +58,8 @@ retrier_open(const struct conf *cf, struct retrier **out, char *err, size_t errl
 		rc = EXIT_CONFIG;
 		goto fail;
 	}
+	/* Idle for long, it closes its connections and threads (docs/performance.md). */
+	kq_producer_sleep_after(r->kp, (int)cf->kafka.producer_sleep_s * 1000);
 	*out = r;
 	return 0;
 fail:

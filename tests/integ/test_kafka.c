@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fixtures.h"
 #include "harness.h"
 #include "kq.h"
 
@@ -170,20 +171,12 @@ main(void)
 	    cmocka_unit_test(stored_offset_is_not_reread_unstored_is),
 	    cmocka_unit_test(produce_wait_fails_fast_for_unknown_topic),
 	};
-	const char *names[1];
-	int parts[1] = {1};
-	char err[256];
 	int rc;
 
 	if (harness_setup(&cf, "kafka", NULL) != 0)
 		return 1;
-	conf_topic(&cf, "kqtest", topic, sizeof(topic));
-	names[0] = topic;
-	if (kq_create_topics(&cf.kafka, names, parts, NULL, 1, 30000, NULL, err, sizeof(err)) !=
-	    0) {
-		printf("# %s\n", err);
+	if (fx_topic_new(&cf, "kqtest", 1, topic, sizeof(topic)) != 0)
 		return 1;
-	}
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	harness_teardown(&cf);
 	return rc;

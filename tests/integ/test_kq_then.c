@@ -209,9 +209,6 @@ main(void)
 	    cmocka_unit_test_teardown(deadline_ends_each_message_once_with_the_broker_stopped,
 	                              fx_broker_resume),
 	};
-	const char *names[1];
-	int parts[1] = {3};
-	char err[256];
 	int rc;
 
 	pthread_mutex_init(&seen.mu, NULL);
@@ -219,13 +216,8 @@ main(void)
 	if (harness_setup(&cf, "kqthen", NULL) != 0)
 		return 1;
 	broker_pid = fx_broker_pid();
-	conf_topic(&cf, "kqthen", topic, sizeof(topic));
-	names[0] = topic;
-	if (kq_create_topics(&cf.kafka, names, parts, NULL, 1, 30000, NULL, err, sizeof(err)) !=
-	    0) {
-		printf("# %s\n", err);
+	if (fx_topic_new(&cf, "kqthen", 3, topic, sizeof(topic)) != 0)
 		return 1;
-	}
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	harness_teardown(&cf);
 	return rc;

@@ -12,7 +12,9 @@
  *     sends the letter once the topic exists;
  *   - a message naming a missing row is counted and alerted with the message's merchant,
  *     channel and order; a message whose merchant or order differ from its row is alerted
- *     and not applied (counted too).
+ *     and not applied (counted too);
+ *   - an idle processor's producer sleeps, its readiness probe does not wake it, and the
+ *     next payment's events wake it and are relayed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -390,6 +392,51 @@ message_naming_a_missing_or_other_row_is_counted_and_alerted(void **state)
 	                 0);
 }
 
+/*
+ * (7) An idle processor's producer sleeps (kafka.producer_sleep_s, 1 s here) and its
+ * readiness probe does not wake it: /readyz asks through a consumer. The next payment's
+ * events wake it and are relayed (sent_at set), and the payment is applied once.
+ */
+static void
+idle_producer_sleeps_and_wakes_for_the_next_events(void **state)
+{
+	struct httpc_resp *resp = calloc(1, sizeof(*resp));
+	const char *asleep = "event=kafka_producer_asleep", *woken = "event=kafka_producer_woken";
+	unsigned long long id;
+	long long slept, wakes;
+
+	(void)state;
+	assert_non_null(resp);
+	assert_int_equal(fx_order(&db, M, "O-sleep7", "5.00", "CNY", "PENDING"), 0);
+	id = fx_pay_row(&db, &cf, M, "wxpay", "T-sleep7a", "O-sleep7", "5.00", "CNY");
+	assert_true(id > 0);
+	/* Asleep once whatever ran before is relayed and a second passed. */
+	slept = harness_file_count(plog, asleep);
+	assert_int_equal(fx_wait_log(plog, asleep, slept > 0 ? slept : 1, WAIT_MS), 0);
+	wakes = harness_file_count(plog, woken);
+	assert_int_equal(httpc_request((int)cf.processor.admin_port, "GET", "/readyz", NULL, NULL,
+	                               0, 5000, resp),
+	                 0);
+	assert_int_equal(resp->status, 200);
+	assert_int_equal(harness_file_count(plog, woken), wakes);
+	assert_int_equal(
+	    fx_publish(pub, NULL, 0, id, M, "wxpay", "O-sleep7", 1, RD_KAFKA_PARTITION_UA, NULL),
+	    0);
+	assert_int_equal(fx_wait_row(&db, 0, id, 1, WAIT_MS), 0);
+	assert_int_equal(
+	    harness_wait_i64(
+	        &db,
+	        "SELECT COUNT(*) FROM order_events WHERE out_trade_no = 'O-sleep7' AND "
+	        "sent_at IS NOT NULL",
+	        NULL, 0, 2, WAIT_MS),
+	    0);
+	assert_true(harness_file_count(plog, woken) > wakes);
+	assert_int_equal(harness_count(&db, "SELECT COUNT(*) FROM orders WHERE out_trade_no = "
+	                                    "'O-sleep7' AND status = 'PAID'"),
+	                 1);
+	free(resp);
+}
+
 static int
 group_setup(void **state)
 {
@@ -412,6 +459,7 @@ main(void)
 	    cmocka_unit_test(future_stamped_message_holds_its_partition_one_step_at_most),
 	    cmocka_unit_test(missing_dead_letter_topic_does_not_stop_the_partition),
 	    cmocka_unit_test(message_naming_a_missing_or_other_row_is_counted_and_alerted),
+	    cmocka_unit_test(idle_producer_sleeps_and_wakes_for_the_next_events),
 	};
 	int rc;
 
@@ -419,6 +467,7 @@ main(void)
 		return 1;
 	harness_set(&cf.log_level, "debug"); /* the hold lines */
 	cf.processor.admin_port = httpc_free_port();
+	cf.kafka.producer_sleep_s = 1;
 	harness_db(&cf, &db);
 	rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
 	db_close(&db);

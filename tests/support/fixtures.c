@@ -318,6 +318,21 @@ fx_transient(rd_kafka_resp_err_t e)
 }
 
 int
+fx_topic_new(const struct conf *cf, const char *suffix, int parts, char *topic, size_t len)
+{
+	const char *names[1] = {topic};
+	char err[256];
+
+	conf_topic(cf, suffix, topic, len);
+	if (kq_create_topics(&cf->kafka, names, &parts, NULL, 1, 30000, NULL, err, sizeof(err)) !=
+	    0) {
+		printf("# topic %s: %s\n", topic, err);
+		return -1;
+	}
+	return 0;
+}
+
+int
 fx_broker_pid(void)
 {
 	char path[1024];

@@ -66,6 +66,12 @@ int fx_pub_flush(struct fx_pub *p, int timeout_ms);
 /* The committed offset of the processors' group (kafka.group_id) for a partition, -1 none. */
 long long fx_committed(const struct conf *cf, const char *topic, int32_t partition);
 
+/*
+ * Names a test topic (conf_topic of suffix, into topic) and creates it with parts partitions
+ * if it is missing. Returns 0, or -1 after printing why as a TAP comment.
+ */
+int fx_topic_new(const struct conf *cf, const char *suffix, int parts, char *topic, size_t len);
+
 /* The local broker's pid, from deploy/local/kafka.sh's pid file under PAYCB_VAR; 0 if none. */
 int fx_broker_pid(void);
 /* SIGSTOP to pid (the broker), returning once every thread of it is stopped: 0, or -1. */
