@@ -391,10 +391,12 @@ CPU[e2e.sim]=$(kv "$B/e2e.kv" deliver_cpu_ms)
 # ---- 5b. idle ------------------------------------------------------------------------------
 # Everything still running and no traffic: what the processes cost while nothing happens
 # (their timers, polls, sweeps and the broker's own housekeeping). The first seconds after
-# the load are left out, so the last batches and commits do not count as idle.
+# the load are left out, so the last batches and commits do not count as idle, and so are
+# those until the producers that close when idle (kafka.producer_sleep_s) have closed.
 IDLE_S=${BENCH_IDLE_S:-20}
-say "idle: everything running, no traffic, ${IDLE_S} s"
 sleep 3
+IDLE_SETTLE=$(pl_asleep 25 processor-1 processor-2 retrier)
+say "idle: everything running, no traffic, ${IDLE_S} s (producers asleep after $IDLE_SETTLE s more)"
 act_snap idle begin
 cpu_phase idle begin
 sleep "$IDLE_S"
@@ -488,7 +490,8 @@ report() {
 		printf '   %-34s%s | %s\n' "$label" "$line" "$(ms $((tot * 1000 / count)))"
 	done
 	local idle_paycb=$((${CPU[idle.ingest]:-0} + ${CPU[idle.processors]:-0} + ${CPU[idle.retrier]:-0}))
-	echo "   idle, everything running, ${IDLE_S} s without traffic: paycb processes" \
+	echo "   idle, everything running, ${IDLE_S} s without traffic (from $((3 + ${IDLE_SETTLE%%[. ]*})) s after the load," \
+		"once the idle producers closed): paycb processes" \
 		"$(pct "$idle_paycb" "$IDLE_S")% of one core (ingest $(pct "${CPU[idle.ingest]:-0}" "$IDLE_S")%," \
 		"processors $(pct "${CPU[idle.processors]:-0}" "$IDLE_S")%, retrier $(pct "${CPU[idle.retrier]:-0}" "$IDLE_S")%)," \
 		"kafka $(pct "${CPU[idle.kafka]:-0}" "$IDLE_S")%, mariadb $(pct "${CPU[idle.mariadb]:-0}" "$IDLE_S")%;" \

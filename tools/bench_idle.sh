@@ -130,8 +130,9 @@ snap >"$B/e2e-begin"
 "${SIMRUN[@]}" --orders $((RATE * E2E_S)) --rate "$RATE" --report "$B/e2e.kv" \
 	>"$B/log/sim-e2e.log" 2>&1 || { tail -n 30 "$B/log/sim-e2e.log"; exit 1; }
 snap >"$B/e2e-end"
-say "idle: ${IDLE_S} s"
+# Idle is measured once the producers that close when idle (kafka.producer_sleep_s) did.
 sleep 3
+say "idle: producers asleep after $(pl_asleep 25 processor-1 processor-2 retrier) s more; ${IDLE_S} s"
 snap >"$B/idle-begin"
 threads "$KFK" "$(pl_pid processor-1)" >"$B/threads-begin"
 sleep "$IDLE_S"

@@ -19,6 +19,8 @@
 #   pl_stop_all                         ingest first, then processors, then the rest
 #   pl_pid NAME                         the recorded pid if it still runs, else nothing
 #   pl_cpu_ms PID                       user + system CPU time from /proc/PID/stat
+#   pl_asleep TIMEOUT_S NAME...         wait until each NAME logged a sleeping producer
+#                                       (event=kafka_producer_asleep) since its last wake
 #   pl_free_port                        a free loopback port
 
 PL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -61,6 +63,32 @@ pl_sql() {
 pl_scratch_cleanup() {
 	pl_stop_all >/dev/null 2>&1 || true
 	pl_sql "DROP DATABASE IF EXISTS $PL_SCRATCH_DB" 2>/dev/null || true
+}
+
+# pl_asleep TIMEOUT_S NAME... - waits until the last producer event in each NAME's log is
+# event=kafka_producer_asleep (kafka.producer_sleep_s after its last message), or TIMEOUT_S
+# passed; prints the seconds waited, with " (not all)" after a timeout. A build whose
+# producers never sleep waits the whole TIMEOUT_S, so builds compared start alike.
+pl_asleep() {
+	local timeout=$1 deadline start n log
+	shift
+	start=$(pl_now_ms)
+	deadline=$((start + timeout * 1000))
+	while :; do
+		n=0
+		for log in "$@"; do
+			grep -o 'event=kafka_producer_[a-z]*' "$PL_DIR/log/$log.log" 2>/dev/null |
+				tail -n 1 | grep -q asleep && n=$((n + 1))
+		done
+		((n == $#)) && break
+		if (($(pl_now_ms) >= deadline)); then
+			echo "$(((deadline - start) / 1000)) (not all)"
+			return 0
+		fi
+		sleep "$PL_TICK"
+	done
+	n=$(($(pl_now_ms) - start))
+	echo "$((n / 1000)).$((n % 1000 / 100))"
 }
 
 pl_now_ms() {
