@@ -234,18 +234,24 @@ pl_ready "$INGEST_ADMIN" 60
 for c in 8 64 256; do
 	say "ingest: $N_INGEST unique notifications from $c clients"
 	[[ $c == 64 ]] && cpu_phase ingest begin
+	cpu_phase "ing$c" begin
 	"${SIMRUN[@]}" -c "$B/ingest-only.conf" --keys "$B/keys" --scenario load --orders "$N_INGEST" \
 		--concurrency "$c" --ingest-only --wait 300 --report "$B/ingest-$c.kv" \
 		>"$B/log/sim-ingest-$c.log" 2>&1 || { tail -n 30 "$B/log/sim-ingest-$c.log"; exit 1; }
+	cpu_phase "ing$c" end
+	CPU[ing$c.sim]=$(kv "$B/ingest-$c.kv" deliver_cpu_ms)
 	[[ $c == 64 ]] && cpu_phase ingest end && CPU[ingest.sim]=$(kv "$B/ingest-$c.kv" deliver_cpu_ms)
 	say "database ceiling: $N_DB of ingest's INSERT from $c connections"
 	bin/paycb-bench dbceiling -c "$CONF" --shape reserve --concurrency "$c" --count "$N_DB" \
 		--report "$B/dbreserve-$c.kv" >"$B/log/dbceiling-reserve-$c.log" 2>&1 ||
 		{ cat "$B/log/dbceiling-reserve-$c.log"; exit 1; }
 	say "publish ceiling: $N_DB of ingest's INSERT, each published and waited for, from $c connections"
+	cpu_phase "pub$c" begin
 	bin/paycb-bench dbceiling -c "$B/ingest-only.conf" --shape publish --concurrency "$c" --count "$N_DB" \
 		--report "$B/publish-$c.kv" >"$B/log/dbceiling-publish-$c.log" 2>&1 ||
 		{ cat "$B/log/dbceiling-publish-$c.log"; exit 1; }
+	cpu_phase "pub$c" end
+	CPU[pub$c.client]=$(kv "$B/publish-$c.kv" run_cpu_ms)
 done
 # The latency target is set at half of the maximum: the best of the three levels, sent open
 # loop at half its rate for 8 s from 64 connections (enough that none waits for a free one).
@@ -412,6 +418,24 @@ if [[ -x tools/bench_sweep.sh && ${BENCH_SWEEP:-1} != 0 ]]; then
 fi
 
 # ---- the table ------------------------------------------------------------------------------
+# cpu_per PHASE N PART... - "part a + part b ... = total" in CPU ms per operation over N, from
+# CPU[PHASE.PART].
+cpu_per() {
+	local ph=$1 n=$2 part t=0 out=
+	shift 2
+	for part in "$@"; do
+		t=$((t + ${CPU[$ph.$part]:-0}))
+		out+="${out:+ + }$part $(awk -v v="${CPU[$ph.$part]:-0}" -v n="$n" 'BEGIN { printf "%.3f", v / n }')"
+	done
+	echo "$out = $(awk -v v="$t" -v n="$n" 'BEGIN { printf "%.3f", v / n }')"
+}
+# cpu_ratio PHASE_A N_A PARTS_A PHASE_B N_B PARTS_B - B's CPU per operation ÷ A's.
+cpu_ratio() {
+	local a=0 b=0 part
+	for part in $3; do a=$((a + ${CPU[$1.$part]:-0})); done
+	for part in $6; do b=$((b + ${CPU[$4.$part]:-0})); done
+	awk -v a="$a" -v na="$2" -v b="$b" -v nb="$5" 'BEGIN { if (a > 0) printf "%.2f", (b / nb) / (a / na); else print "-" }'
+}
 report() {
 	local c k
 	echo "paycb bench, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git describe --always --dirty 2>/dev/null || echo '?')"
@@ -432,6 +456,13 @@ report() {
 			"$(ratio "$(kv "$B/ingest-$c.kv" ack_rate)" "$(kv "$B/dbreserve-$c.kv" rate)")" \
 			"$(kv "$B/publish-$c.kv" rate)" "$(ms "$(kv "$B/publish-$c.kv" p99_us)")" \
 			"$(ratio "$(kv "$B/ingest-$c.kv" ack_rate)" "$(kv "$B/publish-$c.kv" rate)")"
+	done
+	echo "   CPU ms per acknowledgement: ingest (ingest + simulator + MariaDB + broker) | INSERT+publish" \
+		"(client + MariaDB + broker); on two shared cores a CPU-bound ingest reaches about their ratio"
+	for c in 8 64 256; do
+		echo "   $c: $(cpu_per "ing$c" "$N_INGEST" ingest sim mariadb kafka) |" \
+			"$(cpu_per "pub$c" "$N_DB" client mariadb kafka); ratio" \
+			"$(cpu_ratio "ing$c" "$N_INGEST" "ingest sim mariadb kafka" "pub$c" "$N_DB" "client mariadb kafka")"
 	done
 	echo "   at half of the maximum, $IRATE/s open loop from 64 connections, $IHALF_N notifications:" \
 		"acked/s $(kv "$B/ingest-half.kv" ack_rate), p50 $(ms "$(kv "$B/ingest-half.kv" ack_p50_us)") ms," \
