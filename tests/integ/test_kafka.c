@@ -173,9 +173,7 @@ main(void)
 	};
 	int rc;
 
-	if (harness_setup(&cf, "kafka", NULL) != 0)
-		return 1;
-	if (fx_topic_new(&cf, "kqtest", 1, topic, sizeof(topic)) != 0)
+	if (fx_kafka_setup(&cf, "kqtest", 1, topic, sizeof(topic)) != 0)
 		return 1;
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	harness_teardown(&cf);

@@ -43,14 +43,9 @@ broker_stop(void)
 static struct kq_producer *
 producer(const struct conf *c)
 {
-	struct kq_producer *p = NULL;
-	char err[256];
+	struct kq_producer *p = fx_producer(c, topic);
 
-	if (kq_producer_new(&c->kafka, &p, err, sizeof(err)) != 0)
-		printf("# producer: %s\n", err);
 	assert_non_null(p);
-	/* Metadata first, so a stopped broker is the only reason for a late report. */
-	assert_int_equal(kq_producer_warm(p, topic, 10000), 0);
 	return p;
 }
 

@@ -71,13 +71,9 @@ no_rdk_thread(void *arg)
 static struct kq_producer *
 producer(int sleep_ms)
 {
-	struct kq_producer *p = NULL;
-	char err[256];
+	struct kq_producer *p = fx_producer(&cf, topic);
 
-	if (kq_producer_new(&cf.kafka, &p, err, sizeof(err)) != 0)
-		printf("# producer: %s\n", err);
 	assert_non_null(p);
-	assert_int_equal(kq_producer_warm(p, topic, 10000), 0);
 	kq_producer_sleep_after(p, sleep_ms);
 	return p;
 }
@@ -141,7 +137,8 @@ idle_producer_sleeps_and_the_next_message_wakes_it(void **state)
 	/* The next message makes a new handle and is delivered. */
 	t0 = harness_now_ms();
 	assert_int_equal(send_one(p, "wake-1", 10000), 0);
-	printf("# delivered %lld ms after the call that woke the producer\n", harness_now_ms() - t0);
+	printf("# delivered %lld ms after the call that woke the producer\n",
+	       harness_now_ms() - t0);
 	assert_int_equal(kq_producer_opens(p), 2);
 	assert_int_equal(harness_wait_until(asleep, p, 10000), 0);
 	assert_int_equal(kq_delivered(p), 2);
@@ -244,10 +241,8 @@ main(void)
 	};
 	int rc;
 
-	if (harness_setup(&cf, "kqsleep", NULL) != 0)
-		return 1;
 	broker_pid = fx_broker_pid();
-	if (fx_topic_new(&cf, "kqsleep", 2, topic, sizeof(topic)) != 0)
+	if (fx_kafka_setup(&cf, "kqsleep", 2, topic, sizeof(topic)) != 0)
 		return 1;
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	harness_teardown(&cf);

@@ -95,14 +95,9 @@ seen_wait(int n, int timeout_ms)
 static struct kq_producer *
 producer(void)
 {
-	struct kq_producer *p = NULL;
-	char err[256];
+	struct kq_producer *p = fx_producer(&cf, topic);
 
-	if (kq_producer_new(&cf.kafka, &p, err, sizeof(err)) != 0)
-		printf("# producer: %s\n", err);
 	assert_non_null(p);
-	/* Metadata first, so a stopped broker is the only reason for a late report. */
-	assert_int_equal(kq_producer_warm(p, topic, 10000), 0);
 	return p;
 }
 
@@ -213,10 +208,8 @@ main(void)
 
 	pthread_mutex_init(&seen.mu, NULL);
 	pthread_cond_init(&seen.cv, NULL);
-	if (harness_setup(&cf, "kqthen", NULL) != 0)
-		return 1;
 	broker_pid = fx_broker_pid();
-	if (fx_topic_new(&cf, "kqthen", 3, topic, sizeof(topic)) != 0)
+	if (fx_kafka_setup(&cf, "kqthen", 3, topic, sizeof(topic)) != 0)
 		return 1;
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	harness_teardown(&cf);

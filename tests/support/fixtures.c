@@ -317,13 +317,33 @@ fx_transient(rd_kafka_resp_err_t e)
 	       e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || e == RD_KAFKA_RESP_ERR__TRANSPORT;
 }
 
+struct kq_producer *
+fx_producer(const struct conf *cf, const char *topic)
+{
+	struct kq_producer *p = NULL;
+	char err[256];
+
+	if (kq_producer_new(&cf->kafka, &p, err, sizeof(err)) != 0) {
+		printf("# producer: %s\n", err);
+		return NULL;
+	}
+	if (kq_producer_warm(p, topic, 10000) != 0) {
+		printf("# producer: no metadata for %s within 10 s\n", topic);
+		kq_producer_free(p);
+		return NULL;
+	}
+	return p;
+}
+
 int
-fx_topic_new(const struct conf *cf, const char *suffix, int parts, char *topic, size_t len)
+fx_kafka_setup(struct conf *cf, const char *tag, int parts, char *topic, size_t len)
 {
 	const char *names[1] = {topic};
 	char err[256];
 
-	conf_topic(cf, suffix, topic, len);
+	if (harness_setup(cf, tag, NULL) != 0)
+		return -1;
+	conf_topic(cf, tag, topic, len);
 	if (kq_create_topics(&cf->kafka, names, &parts, NULL, 1, 30000, NULL, err, sizeof(err)) !=
 	    0) {
 		printf("# topic %s: %s\n", topic, err);

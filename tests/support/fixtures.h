@@ -67,10 +67,16 @@ int fx_pub_flush(struct fx_pub *p, int timeout_ms);
 long long fx_committed(const struct conf *cf, const char *topic, int32_t partition);
 
 /*
- * Names a test topic (conf_topic of suffix, into topic) and creates it with parts partitions
- * if it is missing. Returns 0, or -1 after printing why as a TAP comment.
+ * What a Kafka test's main starts with: harness_setup(cf, tag, NULL), then a test topic named
+ * by conf_topic of tag (into topic) created with parts partitions if it is missing. Returns
+ * 0, or -1 after printing why as a TAP comment.
  */
-int fx_topic_new(const struct conf *cf, const char *suffix, int parts, char *topic, size_t len);
+int fx_kafka_setup(struct conf *cf, const char *tag, int parts, char *topic, size_t len);
+/*
+ * A new kq producer with topic's metadata already learnt, so that a stopped broker is the only
+ * reason for a late report. NULL (after a TAP comment) when either fails.
+ */
+struct kq_producer *fx_producer(const struct conf *cf, const char *topic);
 
 /* The local broker's pid, from deploy/local/kafka.sh's pid file under PAYCB_VAR; 0 if none. */
 int fx_broker_pid(void);
