@@ -86,7 +86,8 @@ proc_ready(void *arg, char *why, size_t len)
 		snprintf(why, len, "kafka: the producer failed fatally");
 		return -1;
 	}
-	if (p->nworkers < 1 || kq_consumer_ping(p->workers[0].rk, 1000) != 0) {
+	if (p->nworkers < 1 || p->workers[0].rk == NULL ||
+	    kq_consumer_ping(p->workers[0].rk, 1000) != 0) {
 		snprintf(why, len, "kafka: no metadata answer within 1 s");
 		return -1;
 	}
