@@ -15,7 +15,10 @@
 # settings are tools/bench.sh's; its own database paycb_bingest (dropped at the start and the
 # end), topic prefix pbingest and free ports, so it runs beside the demo and the bench.
 # Environment: BENCH_INGEST_N (6000 notifications per run), BENCH_LEVELS ("8 64 256"),
-# BENCH_ROUNDS (2), BENCH_INGESTS ("paycb-ingest").
+# BENCH_ROUNDS (2), BENCH_INGESTS ("paycb-ingest"), BENCH_INGEST_SETS (optional: one entry
+# per build, separated by ';', each a space-separated list of key=value settings for that
+# build only, '-' for none; to compare settings, name one program twice:
+#   BENCH_INGESTS="paycb-ingest paycb-ingest" BENCH_INGEST_SETS="-;ingest.db_connections=64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tools/sim/pipeline.sh
@@ -29,6 +32,7 @@ N=${BENCH_INGEST_N:-6000}
 SIMS=("$@")
 ((${#SIMS[@]} > 0)) || SIMS=(bin/paycb-sim)
 read -r -a INGESTS <<<"${BENCH_INGESTS:-paycb-ingest}"
+IFS=';' read -r -a INGEST_SETS <<<"${BENCH_INGEST_SETS:-}"
 
 pl_scratch "$B" "$DB"
 kv() { sed -n "s/^$2=//p" "$1" | tail -n 1; }
@@ -59,6 +63,12 @@ for k in "${!INGESTS[@]}"; do
 		a=$INGEST_ADMIN
 		cp "$CONF" "$B/paycb-$k.conf"
 	fi
+	sets=()
+	for kv in ${INGEST_SETS[$k]:--}; do [[ $kv == - ]] || sets+=(--set "$kv"); done
+	if ((${#sets[@]} > 0)); then
+		bin/paycb-sim conf --base "$B/paycb-$k.conf" --out "$B/paycb-$k.set.conf" "${sets[@]}"
+		mv "$B/paycb-$k.set.conf" "$B/paycb-$k.conf"
+	fi
 	pl_start "ingest$k" "$B/paycb-$k.conf" "${INGESTS[$k]}" "$a"
 	pl_ready "$a" 60
 done
@@ -73,7 +83,7 @@ for r in $(seq 1 "${BENCH_ROUNDS:-2}"); do
 					--orders "$N" --concurrency "$c" --ingest-only --wait 300 --report "$f" \
 					>"$B/log/sim-$r-$c-$i-$k.log" 2>&1 || { tail -n 20 "$B/log/sim-$r-$c-$i-$k.log"; exit 1; }
 				ing=$(($(pl_cpu_ms "$(pl_pid "ingest$k")") - ing)) brk=$(($(pl_cpu_ms "$BROKER") - brk))
-				echo "round=$r clients=$c sim=${SIMS[$i]} ingest=${INGESTS[$k]}" \
+				echo "round=$r clients=$c sim=${SIMS[$i]} ingest=${INGESTS[$k]} sets=${INGEST_SETS[$k]:--}" \
 					"ack_rate=$(kv "$f" ack_rate) ack_p99_us=$(kv "$f" ack_p99_us)" \
 					"sim_deliver_cpu_ms=$(kv "$f" deliver_cpu_ms) sim_cpu_ms=$(kv "$f" cpu_ms)" \
 					"ingest_cpu_ms=$ing broker_cpu_ms=$brk load=$(load)"
