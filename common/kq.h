@@ -109,11 +109,11 @@ int kq_producer_asleep(struct kq_producer *p);
 unsigned long long kq_producer_opens(const struct kq_producer *p);
 
 /*
- * Creates a consumer in group with enable.auto.offset.store=false (offsets are stored only by
- * kq_store), auto commit of stored offsets, earliest reset, and subscribes to topics.
- * rebalance_cb may be NULL (the default assign/unassign, for both protocols).
+ * Consumers (kq_consumer.c). Creates a consumer in group with enable.auto.offset.store=false
+ * (offsets are stored only by kq_store), auto commit of stored offsets, earliest reset, and
+ * subscribes to topics. rebalance_cb may be NULL (the default assign/unassign, for both
+ * protocols).
  */
-/* kq_consumer.c */
 rd_kafka_t *kq_consumer_new(const struct conf_kafka *cf, const char *group,
                             const char *const *topics, int ntopics,
                             void (*rebalance_cb)(rd_kafka_t *, rd_kafka_resp_err_t,
