@@ -4,7 +4,7 @@
  * process), kq_flush does not wake it, and the next message makes a new handle and is
  * delivered; a message in flight keeps the handle however long it takes (the broker stopped
  * with SIGSTOP, as in test_kq_then); and threads producing with pauses that let the handle
- * sleep between their messages lose none and double none.
+ * sleep between their messages (and surely at their rendezvous) lose none and double none.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -176,9 +176,14 @@ message_in_flight_keeps_the_handle(void **state)
 	assert_int_equal(t.counts[0], 1);
 }
 
+/* Every RENDEZVOUS messages the threads meet and one waits until the handle slept. */
+#define RENDEZVOUS 10
+
+static pthread_barrier_t met, slept;
+
 struct worker {
 	struct kq_producer *p;
-	int index, failed;
+	int index, failed, unslept;
 };
 
 static void *
@@ -189,14 +194,21 @@ worker_main(void *arg)
 
 	for (int i = 0; i < PER_THREAD; i++) {
 		char val[32];
-		/* Pauses around the idle time (20 ms), so the handle sleeps and wakes between
-		 * messages while other threads produce. */
+		/* Pauses around the idle time (20 ms), so the handle may sleep and wake between
+		 * messages while other threads produce, however loaded the machine is. */
 		struct timespec ts = {0, (long)(rand_r(&seed) % 40) * 1000 * 1000};
 
 		snprintf(val, sizeof(val), "race-%d", w->index * PER_THREAD + i);
 		if (send_one(w->p, val, 15000) != 0)
 			w->failed++;
 		nanosleep(&ts, NULL);
+		/* And surely sleeps at each rendezvous, so the next messages wake it together. */
+		if ((i + 1) % RENDEZVOUS == 0) {
+			if (pthread_barrier_wait(&met) == PTHREAD_BARRIER_SERIAL_THREAD &&
+			    harness_wait_until(asleep, w->p, 10000) != 0)
+				w->unslept++;
+			pthread_barrier_wait(&slept);
+		}
 	}
 	return NULL;
 }
@@ -211,18 +223,24 @@ threads_lose_and_double_nothing_across_sleeps(void **state)
 	unsigned long long opens;
 
 	(void)state;
+	pthread_barrier_init(&met, NULL, NTHREADS);
+	pthread_barrier_init(&slept, NULL, NTHREADS);
 	for (int i = 0; i < NTHREADS; i++) {
-		ws[i] = (struct worker){p, i, 0};
+		ws[i] = (struct worker){p, i, 0, 0};
 		assert_int_equal(pthread_create(&th[i], NULL, worker_main, &ws[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++) {
 		pthread_join(th[i], NULL);
 		assert_int_equal(ws[i].failed, 0);
+		assert_int_equal(ws[i].unslept, 0);
 	}
+	pthread_barrier_destroy(&met);
+	pthread_barrier_destroy(&slept);
 	opens = kq_producer_opens(p);
 	printf("# %d messages from %d threads, %llu handles made\n", NTHREADS * PER_THREAD,
 	       NTHREADS, opens);
-	assert_true(opens > 1);
+	/* A new handle after each rendezvous but the last, and maybe more in between. */
+	assert_true(opens >= PER_THREAD / RENDEZVOUS);
 	assert_int_equal(kq_delivered(p), NTHREADS * PER_THREAD);
 	kq_producer_free(p);
 	assert_true(fx_read_topic(&cf, topic, tally_cb, &t) >= NTHREADS * PER_THREAD);
