@@ -207,23 +207,23 @@ kq_unuse(struct kq_producer *p)
  * kq_sleep - on the poller thread: destroys the handle of a producer told to sleep once no
  * caller has used it for sleep_ms and nothing is queued, in flight or unreported. Taking rkl
  * exclusive proves that no caller is inside; a caller that wants it meanwhile waits for the
- * destroy and makes a new handle. Returns 1 when the handle was destroyed.
+ * destroy and makes a new handle.
  */
-static int
+static void
 kq_sleep(struct kq_producer *p)
 {
 	long long ms = atomic_load(&p->sleep_ms);
-	int slept = 0;
+	int none_pending;
 
 	if (ms <= 0 || atomic_load(&p->fatal) ||
 	    clock_mono_us() - atomic_load(&p->last_us) < ms * 1000)
-		return 0;
+		return;
 	if (pthread_rwlock_trywrlock(&p->rkl) != 0)
-		return 0;
+		return;
 	pthread_mutex_lock(&p->amu);
-	slept = p->ahead == NULL;
+	none_pending = p->ahead == NULL;
 	pthread_mutex_unlock(&p->amu);
-	if (slept && rd_kafka_outq_len(p->rk) == 0 && !atomic_load(&p->stop)) {
+	if (none_pending && rd_kafka_outq_len(p->rk) == 0 && !atomic_load(&p->stop)) {
 		pthread_mutex_lock(&p->smu);
 		p->awake = 0;
 		pthread_mutex_unlock(&p->smu);
@@ -234,11 +234,8 @@ kq_sleep(struct kq_producer *p)
 		p->slept_us = clock_mono_us();
 		log_info(NULL, "event=kafka_producer_asleep idle_ms=%lld delivered=%llu", ms,
 		         atomic_load(&p->delivered));
-	} else {
-		slept = 0;
 	}
 	pthread_rwlock_unlock(&p->rkl);
-	return slept;
 }
 
 /*
@@ -317,6 +314,19 @@ kq_template(const struct conf_kafka *cf, struct kq_producer *p, char *err, size_
 	return conf;
 }
 
+/* kq_release - frees p once it has no handle and no poller: its template, locks and memory. */
+static void
+kq_release(struct kq_producer *p)
+{
+	if (p->tmpl)
+		rd_kafka_conf_destroy(p->tmpl);
+	pthread_rwlock_destroy(&p->rkl);
+	pthread_cond_destroy(&p->scv);
+	pthread_mutex_destroy(&p->smu);
+	pthread_mutex_destroy(&p->amu);
+	free(p);
+}
+
 int
 kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err, size_t errlen)
 {
@@ -342,13 +352,7 @@ kq_producer_new(const struct conf_kafka *cf, struct kq_producer **out, char *err
 	*out = p;
 	return 0;
 fail:
-	if (p->tmpl)
-		rd_kafka_conf_destroy(p->tmpl);
-	pthread_rwlock_destroy(&p->rkl);
-	pthread_cond_destroy(&p->scv);
-	pthread_mutex_destroy(&p->smu);
-	pthread_mutex_destroy(&p->amu);
-	free(p);
+	kq_release(p);
 	return -1;
 }
 
@@ -614,10 +618,5 @@ kq_producer_free(struct kq_producer *p)
 		rd_kafka_queue_destroy(p->mainq);
 		rd_kafka_destroy(p->rk);
 	}
-	rd_kafka_conf_destroy(p->tmpl);
-	pthread_rwlock_destroy(&p->rkl);
-	pthread_cond_destroy(&p->scv);
-	pthread_mutex_destroy(&p->smu);
-	pthread_mutex_destroy(&p->amu);
-	free(p);
+	kq_release(p);
 }
